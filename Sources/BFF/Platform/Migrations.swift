@@ -1,0 +1,182 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One numbered SQL file of `migrations/` (`NNNN_name.sql`).
+public struct Migration: Sendable, Equatable {
+    public let version: Int
+    public let name: String
+    public let sql: String
+    /// SHA-256 of the file, hex: an applied file that changes afterwards is refused.
+    public let checksum: String
+
+    public init(version: Int, name: String, sql: String) {
+        self.version = version
+        self.name = name
+        self.sql = sql
+        self.checksum = SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+    }
+
+    /// Reads every `NNNN_name.sql` of `directory`, ordered by version.
+    public static func load(from directory: String) throws -> [Migration] {
+        let url = URL(fileURLWithPath: directory, isDirectory: true)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: url.path) else {
+            throw MigrationError.directoryMissing(directory)
+        }
+        var migrations: [Migration] = []
+        for file in names where file.hasSuffix(".sql") {
+            let stem = file.dropLast(4)
+            let parts = stem.split(separator: "_", maxSplits: 1)
+            guard parts.count == 2, parts[0].count == 4, let version = Int(parts[0]) else {
+                throw MigrationError.badFileName(file)
+            }
+            let sql = try String(contentsOf: url.appendingPathComponent(file), encoding: .utf8)
+            migrations.append(Migration(version: version, name: String(parts[1]), sql: sql))
+        }
+        migrations.sort { $0.version < $1.version }
+        for (previous, next) in zip(migrations, migrations.dropFirst()) where previous.version == next.version {
+            throw MigrationError.duplicateVersion(next.version)
+        }
+        return migrations
+    }
+}
+
+public enum MigrationError: Error, CustomStringConvertible, Equatable {
+    case directoryMissing(String)
+    case badFileName(String)
+    case duplicateVersion(Int)
+    case checksumMismatch(version: Int, name: String)
+    case failed(version: Int, name: String, reason: String)
+    case schemaBehind(current: Int, latest: Int)
+
+    public var description: String {
+        switch self {
+        case .directoryMissing(let directory):
+            "migrations directory \(directory) does not exist (set BFF_MIGRATIONS_DIR)"
+        case .badFileName(let file):
+            "migration file \(file) is not named NNNN_name.sql"
+        case .duplicateVersion(let version):
+            "two migration files share version \(version)"
+        case .checksumMismatch(let version, let name):
+            "applied migration \(version)_\(name) was changed after it was applied; restore it and add a new migration instead"
+        case .failed(let version, let name, let reason):
+            "migration \(version)_\(name) failed and was rolled back: \(reason)"
+        case .schemaBehind(let current, let latest):
+            "the database schema is at version \(current) but this build needs \(latest): run `bff migrate` first"
+        }
+    }
+}
+
+/// Applies pending migrations under a PostgreSQL advisory lock, so replicas starting together migrate once.
+public struct Migrator: Sendable {
+    /// Arbitrary, fixed: the advisory lock every `bff migrate` of this schema takes.
+    static let lockKey: Int64 = 0x0BFF_0001
+    public let migrations: [Migration]
+    let logger: Logger
+
+    public init(migrations: [Migration], logger: Logger) {
+        self.migrations = migrations
+        self.logger = logger
+    }
+
+    public var latestVersion: Int { migrations.last?.version ?? 0 }
+
+    /// Applies what is pending, each file in its own transaction; returns the versions it applied.
+    @discardableResult
+    public func migrate(client: PostgresClient) async throws -> [Int] {
+        try await client.withConnection { connection in
+            _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            do {
+                let applied = try await apply(on: connection)
+                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                return applied
+            } catch {
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                throw error
+            }
+        }
+    }
+
+    /// The highest applied version, after checking the applied files' checksums; 0 on an empty database.
+    public func currentVersion(client: PostgresClient) async throws -> Int {
+        try await client.withConnection { connection in
+            guard try await bookkeepingExists(on: connection) else { return 0 }
+            let applied = try await appliedChecksums(on: connection)
+            try verify(applied)
+            return applied.keys.max() ?? 0
+        }
+    }
+
+    /// Refuses a database that is behind this build's newest migration.
+    public func requireCurrent(client: PostgresClient) async throws {
+        let current = try await currentVersion(client: client)
+        if current < latestVersion { throw MigrationError.schemaBehind(current: current, latest: latestVersion) }
+    }
+
+    private func apply(on connection: PostgresConnection) async throws -> [Int] {
+        _ = try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        let applied = try await appliedChecksums(on: connection)
+        try verify(applied)
+        // The extended protocol takes one statement at a time; PL/pgSQL's EXECUTE runs a whole file
+        // passed as a bound parameter, so nothing is spliced into SQL text.
+        _ = try await connection.query(
+            """
+            CREATE OR REPLACE FUNCTION pg_temp.bff_run_migration(script text) RETURNS void
+            LANGUAGE plpgsql AS $$ BEGIN EXECUTE script; END $$
+            """, logger: logger)
+        var newlyApplied: [Int] = []
+        for migration in migrations where applied[migration.version] == nil {
+            logger.info("applying migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            do {
+                _ = try await connection.query("BEGIN", logger: logger)
+                _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger)
+                _ = try await connection.query(
+                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
+                    logger: logger)
+                _ = try await connection.query("COMMIT", logger: logger)
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                throw MigrationError.failed(version: migration.version, name: migration.name, reason: Self.reason(error))
+            }
+            newlyApplied.append(migration.version)
+        }
+        return newlyApplied
+    }
+
+    private func verify(_ applied: [Int: String]) throws {
+        for migration in migrations {
+            if let checksum = applied[migration.version], checksum != migration.checksum {
+                throw MigrationError.checksumMismatch(version: migration.version, name: migration.name)
+            }
+        }
+    }
+
+    private func bookkeepingExists(on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
+        for try await exists in rows.decode(Bool.self) { return exists }
+        return false
+    }
+
+    private func appliedChecksums(on connection: PostgresConnection) async throws -> [Int: String] {
+        let rows = try await connection.query("SELECT version, checksum FROM schema_migrations", logger: logger)
+        var applied: [Int: String] = [:]
+        for try await (version, checksum) in rows.decode((Int, String).self) { applied[version] = checksum }
+        return applied
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        if let error = error as? PSQLError, let message = error.serverInfo?[.message] {
+            return message
+        }
+        return String(describing: error)
+    }
+}
