@@ -1,0 +1,109 @@
+import Foundation
+import Logging
+
+/// Everything the server reads from the environment (DESIGN §3), parsed and checked once at start-up.
+public struct AppConfiguration: Sendable {
+    public var httpHost: String
+    public var httpPort: Int
+    public var database: DatabaseURL
+    public var databasePoolSize: Int
+    public var databaseTimeout: Duration
+    public var corsOrigins: Set<String>
+    public var bodyLimit: Int
+    public var authRateLimit: Int
+    public var trustedProxies: [IPNetwork]
+    public var logLevel: Logger.Level
+    public var shutdownGrace: Duration
+    public var migrationsDirectory: String
+    public var tlsCertificatePath: String?
+    public var tlsKeyPath: String?
+    public var jwtKeys: JWTKeyRing
+    public var jwtIssuer: String
+    public var jwtAudience: String
+    public var accessTTL: Int
+    public var refreshTTL: Int
+    public var refreshReuseInterval: Int
+    public var oidcIssuer: URL
+    public var oidcClientID: String
+    public var oidcClientSecret: String?
+    public var oidcRedirectURIs: Set<String>
+
+    public init(environment env: [String: String]) throws {
+        let reader = EnvironmentReader(env)
+        httpHost = reader.string("BFF_HTTP_HOST", default: "127.0.0.1")
+        httpPort = try reader.int("BFF_HTTP_PORT", default: 8080, range: 0...65535)
+        database = try DatabaseURL(parsing: try reader.required("BFF_DATABASE_URL"), variable: "BFF_DATABASE_URL")
+        databasePoolSize = try reader.int("BFF_DATABASE_POOL_SIZE", default: 20, range: 1...500)
+        databaseTimeout = .seconds(try reader.int("BFF_DATABASE_TIMEOUT", default: 5, range: 1...120))
+        corsOrigins = Set(reader.list("BFF_CORS_ORIGINS", default: ["https://app.example.com"]))
+        bodyLimit = try reader.int("BFF_BODY_LIMIT", default: 64 * 1024, range: 1024...(16 * 1024 * 1024))
+        authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 30, range: 1...1_000_000)
+        trustedProxies = try reader.list("BFF_TRUSTED_PROXIES", default: []).map {
+            guard let network = IPNetwork($0) else {
+                throw ConfigurationError("BFF_TRUSTED_PROXIES", "has an entry that is not an IP address or CIDR: \($0)")
+            }
+            return network
+        }
+        let level = reader.string("BFF_LOG_LEVEL", default: "info")
+        guard let parsedLevel = Logger.Level(rawValue: level) else {
+            throw ConfigurationError("BFF_LOG_LEVEL", "must be one of trace, debug, info, notice, warning, error, critical")
+        }
+        logLevel = parsedLevel
+        shutdownGrace = .seconds(try reader.int("BFF_SHUTDOWN_GRACE", default: 10, range: 0...300))
+        migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
+        tlsCertificatePath = reader.optional("BFF_TLS_CERT")
+        tlsKeyPath = reader.optional("BFF_TLS_KEY")
+        jwtKeys = try JWTKeyRing(parsing: try reader.required("BFF_JWT_KEYS"))
+        jwtIssuer = reader.string("BFF_JWT_ISSUER", default: "bff")
+        jwtAudience = reader.string("BFF_JWT_AUDIENCE", default: "mobile")
+        accessTTL = try reader.int("BFF_ACCESS_TTL", default: 900, range: 60...86_400)
+        refreshTTL = try reader.int("BFF_REFRESH_TTL", default: 2_592_000, range: 3_600...31_536_000)
+        refreshReuseInterval = try reader.int("BFF_REFRESH_REUSE_INTERVAL", default: 10, range: 0...300)
+        let issuer = try reader.required("BFF_OIDC_ISSUER")
+        guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme, scheme == "https" || scheme == "http",
+              issuerURL.host != nil
+        else { throw ConfigurationError("BFF_OIDC_ISSUER", "must be an http(s) URL") }
+        oidcIssuer = issuerURL
+        oidcClientID = try reader.required("BFF_OIDC_CLIENT_ID")
+        oidcClientSecret = reader.optional("BFF_OIDC_CLIENT_SECRET")
+        oidcRedirectURIs = Set(reader.list("BFF_OIDC_REDIRECT_URIS", default: []))
+        if oidcRedirectURIs.isEmpty { throw ConfigurationError("BFF_OIDC_REDIRECT_URIS", "is required but not set") }
+        if (tlsCertificatePath == nil) != (tlsKeyPath == nil) {
+            throw ConfigurationError(tlsCertificatePath == nil ? "BFF_TLS_CERT" : "BFF_TLS_KEY", "must be set together with its pair")
+        }
+    }
+}
+
+/// Reads typed values out of the environment; every failure names the variable.
+struct EnvironmentReader {
+    let env: [String: String]
+
+    init(_ env: [String: String]) { self.env = env }
+
+    func optional(_ name: String) -> String? {
+        guard let value = env[name]?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+        return value
+    }
+
+    func required(_ name: String) throws -> String {
+        guard let value = optional(name) else { throw ConfigurationError(name, "is required but not set") }
+        return value
+    }
+
+    func string(_ name: String, default fallback: String) -> String {
+        optional(name) ?? fallback
+    }
+
+    func int(_ name: String, default fallback: Int, range: ClosedRange<Int>) throws -> Int {
+        guard let raw = optional(name) else { return fallback }
+        guard let value = Int(raw), range.contains(value) else {
+            throw ConfigurationError(name, "must be an integer in \(range.lowerBound)...\(range.upperBound), got \"\(raw)\"")
+        }
+        return value
+    }
+
+    func list(_ name: String, default fallback: [String]) -> [String] {
+        guard let raw = optional(name) else { return fallback }
+        return raw.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+}

@@ -1,0 +1,21 @@
+import Hummingbird
+import Logging
+import NIOCore
+
+/// The per-request context: Hummingbird's core storage plus what the platform middleware learns.
+public struct AppRequestContext: RequestContext {
+    public var coreContext: CoreRequestContextStorage
+    /// The `X-Request-Id` echoed or generated for this request.
+    public var requestID: String
+    /// The peer's address; see `ClientAddress` for proxies.
+    public let remoteAddress: SocketAddress?
+
+    public init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        requestID = ""
+        remoteAddress = source.channel.remoteAddress
+    }
+
+    /// Generated OpenAPI handlers receive no context argument; the middleware publishes it here.
+    @TaskLocal public static var current: AppRequestContext?
+}

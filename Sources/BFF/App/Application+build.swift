@@ -1,0 +1,112 @@
+import AsyncHTTPClient
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import HummingbirdTLS
+import Logging
+import NIOSSL
+import PostgresNIO
+import ServiceLifecycle
+
+/// What one server process owns: its configuration, database pool and migrations.
+public struct AppDependencies: Sendable {
+    public let configuration: AppConfiguration
+    public let database: Database
+    public let migrator: Migrator
+    public let logger: Logger
+
+    public init(configuration: AppConfiguration, logger: Logger) throws {
+        self.configuration = configuration
+        self.logger = logger
+        var dbLogger = logger
+        dbLogger[metadataKey: "component"] = "postgres"
+        let client = PostgresClient(
+            configuration: configuration.database.clientConfiguration(poolSize: configuration.databasePoolSize),
+            backgroundLogger: dbLogger)
+        self.database = Database(
+            client: client, timeout: configuration.databaseTimeout, poolSize: configuration.databasePoolSize)
+        self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
+    }
+}
+
+public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput) -> Logger {
+    var logger = Logger(label: "bff") { label in JSONLogHandler(label: label, level: level, sink: sink) }
+    logger.logLevel = level
+    return logger
+}
+
+/// Builds the HTTP application: middleware in the order of a request's life, the generated
+/// operations, 405s for known paths, and `/metrics`. The database pool runs as one of its services
+/// and the server refuses to start on a schema behind this build.
+/// `extraRoutes` lets an embedding program (and the tests) add routes behind the same middleware.
+public func buildApplication(
+    _ dependencies: AppDependencies,
+    extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
+) throws -> some ApplicationProtocol {
+    let configuration = dependencies.configuration
+    let router = Router(context: AppRequestContext.self)
+    router.add(middleware: RequestIDMiddleware())
+    router.add(middleware: RequestMetricsMiddleware())
+    router.add(middleware: CORSMiddleware(allowedOrigins: configuration.corsOrigins))
+    router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
+    router.add(middleware: ErrorMiddleware())
+    let routes = RouteTableBox()
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+    if configuration.tlsCertificatePath != nil {
+        router.add(middleware: HSTSMiddleware())
+    }
+    router.add(middleware: RateLimitMiddleware(
+        limiter: RateLimiter(database: dependencies.database),
+        pathPrefix: "/api/v1/auth/",
+        name: "auth:ip",
+        rate: configuration.authRateLimit,
+        period: .seconds(60),
+        clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies)))
+    router.add(middleware: OpenAPIContextMiddleware())
+
+    let registry = Observability.registry
+    router.get("/metrics") { _, _ -> Response in
+        var buffer: [UInt8] = []
+        buffer.reserveCapacity(16 * 1024)
+        registry.emit(into: &buffer)
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
+    }
+
+    extraRoutes(router)
+    try APIService(dependencies: dependencies).registerHandlers(on: RecordingTransport(router: router, routes: routes))
+
+    let server: HTTPServerBuilder
+    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
+            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+        tls.minimumTLSVersion = .tlsv13
+        server = try .tls(.http1(), tlsConfiguration: tls)
+    } else {
+        server = .http1()
+    }
+
+    var app = Application(
+        router: router,
+        server: server,
+        configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
+        logger: dependencies.logger)
+    app.addServices(dependencies.database.client, MaintenanceService(dependencies: dependencies))
+    app.beforeServerStarts {
+        try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
+    }
+    return app
+}
+
+/// `Strict-Transport-Security` whenever this process terminates TLS itself.
+struct HSTSMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var response = try await next(request, context)
+        response.headers[.strictTransportSecurity] = "max-age=31536000; includeSubDomains"
+        return response
+    }
+}

@@ -1,0 +1,65 @@
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// What the `bff` subcommands do; the executable only parses arguments and calls these.
+public enum Commands {
+    public static let version = "0.1.0"
+
+    /// Runs the HTTP server until SIGTERM/SIGINT, then drains in-flight requests for up to
+    /// `BFF_SHUTDOWN_GRACE` seconds and closes the pool.
+    public static func serve(environment: [String: String]) async throws {
+        let configuration = try AppConfiguration(environment: environment)
+        let logger = makeLogger(level: configuration.logLevel)
+        let dependencies = try AppDependencies(configuration: configuration, logger: logger)
+        let app = try buildApplication(dependencies)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: [app],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            ).withShutdownGrace(configuration.shutdownGrace))
+        logger.info("starting", metadata: [
+            "address": .string("\(configuration.httpHost):\(configuration.httpPort)"),
+            "version": .string(version),
+        ])
+        try await group.run()
+        logger.info("stopped")
+    }
+
+    /// Applies pending migrations and returns the versions applied.
+    public static func migrate(environment: [String: String]) async throws -> [Int] {
+        let configuration = try AppConfiguration(environment: environment)
+        let logger = makeLogger(level: configuration.logLevel)
+        let dependencies = try AppDependencies(configuration: configuration, logger: logger)
+        return try await withDatabase(dependencies.database.client) { client in
+            try await dependencies.migrator.migrate(client: client)
+        }
+    }
+
+    /// Runs `body` with the client's pool running, then shuts the pool down.
+    public static func withDatabase<Result: Sendable>(
+        _ client: PostgresClient, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result?.self) { group in
+            group.addTask {
+                await client.run()
+                return nil
+            }
+            defer { group.cancelAll() }
+            let result = try await body(client)
+            return result
+        }
+    }
+}
+
+extension ServiceGroupConfiguration {
+    func withShutdownGrace(_ grace: Duration) -> Self {
+        var copy = self
+        copy.maximumGracefulShutdownDuration = grace
+        copy.maximumCancellationDuration = .seconds(5)
+        return copy
+    }
+}

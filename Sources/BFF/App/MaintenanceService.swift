@@ -1,0 +1,25 @@
+import Logging
+import ServiceLifecycle
+
+/// Housekeeping that keeps BFF-owned tables small: expired rate-limit keys, once a minute.
+struct MaintenanceService: Service {
+    let dependencies: AppDependencies
+
+    func run() async throws {
+        let limiter = RateLimiter(database: dependencies.database)
+        while !Task.isShuttingDownGracefully {
+            do {
+                try await limiter.purgeExpired()
+            } catch {
+                dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string("\(error)")])
+            }
+            try? await gracefulShutdownAwareSleep(for: .seconds(60))
+        }
+    }
+}
+
+private func gracefulShutdownAwareSleep(for duration: Duration) async throws {
+    try await cancelWhenGracefulShutdown {
+        try await Task.sleep(for: duration)
+    }
+}

@@ -1,0 +1,27 @@
+import HTTPTypes
+import Hummingbird
+
+/// Caps request bodies (64 KiB by default): a declared length over the cap is refused before reading,
+/// and a streamed body is read at most up to the cap.
+struct BodyLimitMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let limit: Int
+
+    static let tooLarge = APIError(.contentTooLarge, "payload_too_large", "The request body is larger than allowed.")
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
+            return Self.tooLarge.response()
+        }
+        guard request.method != .get, request.method != .head else {
+            return try await next(request, context)
+        }
+        var request = request
+        do {
+            _ = try await request.collectBody(upTo: limit)
+        } catch let error as HTTPError where error.status == .contentTooLarge {
+            return Self.tooLarge.response()
+        }
+        return try await next(request, context)
+    }
+}

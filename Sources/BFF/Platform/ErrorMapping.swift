@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import OpenAPIRuntime
+
+/// Turns anything thrown while handling a request into the contract's `{code, message}` error.
+/// Anything unrecognised is a 500 whose body reveals nothing; the caller logs the detail.
+enum ErrorMapping {
+    static func apiError(for error: any Error) -> APIError? {
+        switch error {
+        case let error as APIError:
+            return error
+        case let error as ServerError:
+            if let mapped = apiError(for: error.underlyingError) { return mapped }
+            return fromOpenAPIRuntime(error)
+        case let error as DecodingError:
+            return fromDecoding(error)
+        case let error as HTTPError:
+            return fromHTTPError(error)
+        case is DatabaseUnavailable:
+            return .databaseUnavailable
+        default:
+            return nil
+        }
+    }
+
+    /// Request → Input conversion failures raised by the generated code (internal `RuntimeError`s):
+    /// they expose only a status and a description naming the parameter.
+    private static func fromOpenAPIRuntime(_ error: ServerError) -> APIError? {
+        guard error.operationInput == nil, let convertible = error.underlyingError as? any HTTPResponseConvertible else {
+            return nil
+        }
+        switch convertible.httpStatus {
+        case .unsupportedMediaType:
+            return APIError(.unsupportedMediaType, "unsupported_media_type", "Send the body as application/json.")
+        case .badRequest where error.causeDescription.contains("request body"):
+            return APIError(.badRequest, "invalid_json", "A JSON request body is required.")
+        case .badRequest, .unprocessableContent:
+            return APIError(.unprocessableContent, "validation_failed", error.causeDescription)
+        case .notAcceptable:
+            return APIError(.badRequest, "not_acceptable", "This operation answers application/json only.")
+        default:
+            return nil
+        }
+    }
+
+    private static func fromDecoding(_ error: DecodingError) -> APIError {
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return APIError(.badRequest, "invalid_json", "The request body is not valid JSON.")
+        case .dataCorrupted(let context):
+            return .validation(path(context.codingPath), "has an invalid value")
+        case .keyNotFound(let key, let context):
+            return .validation(path(context.codingPath + [key]), "is required")
+        case .typeMismatch(let type, let context):
+            return .validation(path(context.codingPath), "must be of type \(describe(type))")
+        case .valueNotFound(let type, let context):
+            return .validation(path(context.codingPath), "must be a non-null \(describe(type))")
+        @unknown default:
+            return .validation("body", "could not be decoded")
+        }
+    }
+
+    private static func fromHTTPError(_ error: HTTPError) -> APIError {
+        switch error.status {
+        case .notFound:
+            return .notFound
+        case .contentTooLarge:
+            return APIError(.contentTooLarge, "payload_too_large", "The request body is larger than allowed.")
+        case .unsupportedMediaType:
+            return APIError(.unsupportedMediaType, "unsupported_media_type", "Send the body as application/json.")
+        case .badRequest:
+            return APIError(.badRequest, "bad_request", "The request is malformed.")
+        default:
+            let code = error.status.reasonPhrase.lowercased().replacingOccurrences(of: " ", with: "_")
+            return APIError(error.status, code.isEmpty ? "error" : code, error.status.reasonPhrase)
+        }
+    }
+
+    private static func path(_ codingPath: [any CodingKey]) -> String {
+        let parts = codingPath.map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
+        let joined = parts.reduce(into: "") { result, part in
+            result += part.hasPrefix("[") || result.isEmpty ? part : ".\(part)"
+        }
+        return joined.isEmpty ? "body" : joined
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "string"
+        case is Int.Type, is Int32.Type, is Int64.Type: "integer"
+        case is Double.Type, is Float.Type: "number"
+        case is Bool.Type: "boolean"
+        default: "\(type)".lowercased()
+        }
+    }
+}

@@ -1,0 +1,27 @@
+import Hummingbird
+import Logging
+
+/// Every error thrown below it becomes `{code, message}` with its status; 500s are logged with the
+/// request id and never show a stack trace or SQL to the client.
+struct ErrorMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch {
+            return Self.response(for: error, context: context)
+        }
+    }
+
+    static func response(for error: any Error, context: Context) -> Response {
+        if let apiError = ErrorMapping.apiError(for: error) {
+            if apiError.status == .serviceUnavailable {
+                context.logger.warning("dependency unavailable", metadata: ["code": .string(apiError.code), "error": .string("\(error)")])
+            }
+            return apiError.response()
+        }
+        context.logger.error("unhandled error", metadata: ["error": .string(String(reflecting: error))])
+        return APIError.internalError.response()
+    }
+}

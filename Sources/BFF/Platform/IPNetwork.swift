@@ -1,0 +1,40 @@
+import NIOCore
+
+/// An address range from `BFF_TRUSTED_PROXIES` (`10.0.0.0/8`, `::1`, `192.168.1.7`).
+public struct IPNetwork: Sendable, Equatable {
+    let prefix: [UInt8]
+    let prefixLength: Int
+
+    public init?(_ text: String) {
+        let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
+        guard let bytes = IPNetwork.bytes(of: parts[0]) else { return nil }
+        let length = parts.count == 2 ? Int(parts[1]) : bytes.count * 8
+        guard let length, (0...(bytes.count * 8)).contains(length) else { return nil }
+        prefix = bytes
+        prefixLength = length
+    }
+
+    public func contains(_ address: String) -> Bool {
+        guard let bytes = IPNetwork.bytes(of: address), bytes.count == prefix.count else { return false }
+        var remaining = prefixLength
+        for index in 0..<bytes.count where remaining > 0 {
+            let bits = min(8, remaining)
+            let mask = UInt8(truncatingIfNeeded: 0xFF << (8 - bits))
+            if bytes[index] & mask != prefix[index] & mask { return false }
+            remaining -= bits
+        }
+        return true
+    }
+
+    static func bytes(of address: String) -> [UInt8]? {
+        guard let socketAddress = try? SocketAddress(ipAddress: address, port: 0) else { return nil }
+        switch socketAddress {
+        case .v4(let v4):
+            return withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
+        case .v6(let v6):
+            return withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+        case .unixDomainSocket:
+            return nil
+        }
+    }
+}

@@ -1,0 +1,75 @@
+import Foundation
+import Logging
+import NIOConcurrencyHelpers
+
+/// swift-log handler writing one JSON object per line to stdout:
+/// `{"ts":…,"level":…,"label":…,"msg":…, <metadata>…}`.
+public struct JSONLogHandler: LogHandler {
+    public var logLevel: Logger.Level
+    public var metadata: Logger.Metadata = [:]
+    public var metadataProvider: Logger.MetadataProvider?
+    private let label: String
+    private let sink: JSONLogSink
+
+    public init(label: String, level: Logger.Level, sink: JSONLogSink = .standardOutput) {
+        self.label = label
+        self.logLevel = level
+        self.sink = sink
+    }
+
+    public subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
+
+    public func log(event: LogEvent) {
+        var merged = metadata
+        if let provided = metadataProvider?.get() { merged.merge(provided) { $1 } }
+        if let extra = event.metadata { merged.merge(extra) { $1 } }
+        var object: [String: Any] = [
+            "ts": Self.timestamp(),
+            "level": event.level.rawValue,
+            "label": label,
+            "msg": event.message.description,
+        ]
+        for (key, value) in merged where object[key] == nil {
+            object[key] = Self.json(value)
+        }
+        guard var line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
+            return
+        }
+        line.append(0x0A)
+        sink.write(line)
+    }
+
+    private static func json(_ value: Logger.Metadata.Value) -> Any {
+        switch value {
+        case .string(let string): string
+        case .stringConvertible(let convertible): convertible.description
+        case .array(let array): array.map(json)
+        case .dictionary(let dictionary): dictionary.mapValues(json)
+        }
+    }
+
+    private static func timestamp() -> String {
+        Date().formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true).timeZone(separator: .omitted))
+    }
+}
+
+/// Where JSON lines go; tests capture them to check that no secret is ever logged.
+public final class JSONLogSink: Sendable {
+    private let write: @Sendable (Data) -> Void
+
+    public init(_ write: @escaping @Sendable (Data) -> Void) {
+        self.write = write
+    }
+
+    func write(_ line: Data) { write(line) }
+
+    public static let standardOutput: JSONLogSink = {
+        let lock = NIOLock()
+        return JSONLogSink { data in
+            lock.withLock { FileHandle.standardOutput.write(data) }
+        }
+    }()
+}

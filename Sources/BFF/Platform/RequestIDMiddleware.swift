@@ -1,0 +1,40 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+extension HTTPField.Name {
+    static let requestID = Self("X-Request-Id")!
+}
+
+/// Echoes a well-formed `X-Request-Id` or makes one, puts it on every log line and every response.
+/// It is the outermost middleware, so it also turns anything that escaped the inner layers into the contract's error.
+struct RequestIDMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        let requestID = Self.accepted(request.headers[.requestID]) ?? UUID().uuidString.lowercased()
+        context.requestID = requestID
+        context.logger[metadataKey: "request_id"] = .string(requestID)
+        context.logger[metadataKey: "hb.request.id"] = .string(requestID)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            response = ErrorMiddleware.response(for: error, context: context)
+        }
+        response.headers[.requestID] = requestID
+        return response
+    }
+
+    /// A client id is kept only when it is short and harmless in a log line or header.
+    static func accepted(_ value: String?) -> String? {
+        guard let value, (1...128).contains(value.utf8.count),
+              value.utf8.allSatisfy({ byte in
+                  (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                      || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
+              })
+        else { return nil }
+        return value
+    }
+}

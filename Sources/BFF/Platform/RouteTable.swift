@@ -1,0 +1,75 @@
+import HTTPTypes
+import Hummingbird
+import NIOConcurrencyHelpers
+import OpenAPIHummingbird
+import OpenAPIRuntime
+
+/// The paths and methods the contract declares, learnt while the generated operations register.
+struct RouteTable: Sendable {
+    private var entries: [(segments: [Substring], methods: [String])] = []
+
+    mutating func add(path: String, method: HTTPRequest.Method) {
+        let segments = path.split(separator: "/")
+        if let index = entries.firstIndex(where: { $0.segments == segments }) {
+            entries[index].methods.append(method.rawValue)
+        } else {
+            entries.append((segments, [method.rawValue]))
+        }
+    }
+
+    /// The methods declared for a concrete request path, or nil when no template matches it.
+    func allowedMethods(for path: String) -> [String]? {
+        let requested = path.split(separator: "/")
+        for entry in entries where entry.segments.count == requested.count {
+            let matches = zip(entry.segments, requested).allSatisfy { template, actual in
+                template.hasPrefix("{") || template == actual
+            }
+            if matches { return entry.methods.sorted() }
+        }
+        return nil
+    }
+}
+
+/// Shared between the transport that fills it at start-up and the middleware that reads it.
+final class RouteTableBox: Sendable {
+    private let table = NIOLockedValueBox(RouteTable())
+
+    func add(path: String, method: HTTPRequest.Method) {
+        table.withLockedValue { $0.add(path: path, method: method) }
+    }
+
+    func allowedMethods(for path: String) -> [String]? {
+        table.withLockedValue { $0.allowedMethods(for: path) }
+    }
+}
+
+/// A `ServerTransport` that registers the generated operations on the router and records them.
+struct RecordingTransport: ServerTransport {
+    let router: Router<AppRequestContext>
+    let routes: RouteTableBox
+
+    func register(
+        _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
+        method: HTTPRequest.Method,
+        path: String
+    ) throws {
+        router.register(handler, method: method, path: path)
+        routes.add(path: path, method: method)
+    }
+}
+
+/// A known path asked with a method it does not declare is 405 with `Allow`, not 404.
+struct MethodNotAllowedMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let routes: RouteTableBox
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        do {
+            return try await next(request, context)
+        } catch let error as HTTPError where error.status == .notFound {
+            guard let allowed = routes.allowedMethods(for: request.uri.path) else { throw error }
+            let allow = allowed.joined(separator: ", ")
+            throw APIError(.methodNotAllowed, "method_not_allowed", "This path accepts \(allow).", headers: [.allow: allow])
+        }
+    }
+}
