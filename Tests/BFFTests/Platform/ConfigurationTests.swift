@@ -1,0 +1,54 @@
+import Testing
+@testable import BFF
+
+@Suite("Configuration")
+struct ConfigurationTests {
+    private let valid: [String: String] = [
+        "BFF_DATABASE_URL": "postgres://bff:secret@db.internal:6543/bff?sslmode=require",
+        "BFF_JWT_KEYS": "k1:" + Base64URL.encode([UInt8](repeating: 1, count: 32)),
+        "BFF_OIDC_ISSUER": "https://idp.example.com",
+        "BFF_OIDC_CLIENT_ID": "mobile",
+        "BFF_OIDC_REDIRECT_URIS": "com.example.app:/oauth/callback",
+    ]
+
+    @Test("a complete environment parses with the documented defaults")
+    func defaults() throws {
+        let configuration = try AppConfiguration(environment: valid)
+        #expect(configuration.httpHost == "127.0.0.1")
+        #expect(configuration.httpPort == 8080)
+        #expect(configuration.bodyLimit == 65_536)
+        #expect(configuration.corsOrigins == ["https://app.example.com"])
+        #expect(configuration.accessTTL == 900 && configuration.refreshTTL == 2_592_000)
+        #expect(configuration.database.host == "db.internal" && configuration.database.port == 6543)
+        #expect(configuration.database.password == "secret" && configuration.database.tls == .require)
+    }
+
+    @Test("a missing or malformed variable stops start-up with a line naming it", arguments: [
+        ("BFF_DATABASE_URL", nil as String?),
+        ("BFF_DATABASE_URL", "mysql://x"),
+        ("BFF_JWT_KEYS", nil),
+        ("BFF_JWT_KEYS", "k1:c2hvcnQ"),
+        ("BFF_HTTP_PORT", "eighty"),
+        ("BFF_OIDC_ISSUER", "not a url"),
+        ("BFF_LOG_LEVEL", "loud"),
+    ])
+    func namesTheVariable(variable: String, value: String?) {
+        var environment = valid
+        environment[variable] = value
+        #expect {
+            try AppConfiguration(environment: environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == variable
+                && String(describing: error).contains(variable)
+        }
+    }
+
+    @Test("socket URLs in libpq style select the Unix socket")
+    func socketURL() throws {
+        let url = try DatabaseURL(parsing: "postgres://bff@localhost:54329/postgres?host=/tmp/pg/run")
+        #expect(url.socketDirectory == "/tmp/pg/run")
+        #expect(url.clientConfiguration().unixSocketPath == "/tmp/pg/run/.s.PGSQL.54329")
+        let short = try DatabaseURL(parsing: "postgres:///bff?host=/var/run/postgresql")
+        #expect(short.database == "bff" && short.port == 5432)
+    }
+}

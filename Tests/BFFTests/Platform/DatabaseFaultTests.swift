@@ -1,0 +1,61 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Database outage", .serialized)
+struct DatabaseFaultTests {
+    @Test("PostgreSQL stopped under a running server: readyz 503 within 5 s, requests 503 database_unavailable, recovery within 10 s")
+    func outageAndRecovery() async throws {
+        let cluster = try ThrowawayCluster()
+        try await cluster.run("destroy")
+        try await cluster.run("init")
+        try await cluster.run("start")
+        do {
+            try await exercise(cluster)
+        } catch {
+            try? await cluster.run("destroy")
+            throw error
+        }
+        try await cluster.run("destroy")
+    }
+
+    private func exercise(_ cluster: ThrowawayCluster) async throws {
+        let database = try cluster.url
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
+        _ = try await Commands.withDatabase(client) { client in
+            try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
+                               logger: TestEnvironment.quietLogger).migrate(client: client)
+        }
+
+        let app = try makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"])
+        try await app.test(.live) { client in
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+
+            try await cluster.run("stop")
+            let stoppedAt = ContinuousClock.now
+            var readiness = HTTPResponse.Status.ok
+            while readiness != .serviceUnavailable, ContinuousClock.now - stoppedAt < .seconds(5) {
+                readiness = try await client.execute(uri: "/readyz", method: .get).status
+            }
+            #expect(readiness == .serviceUnavailable, "readyz still \(readiness) 5 s after the database stopped")
+
+            let limited = try await client.execute(
+                uri: "/api/v1/auth/start?device_id=device-0001&redirect_uri=com.example.app:/oauth/callback", method: .get)
+            #expect(limited.status == .serviceUnavailable)
+            #expect(limited.errorCode == "database_unavailable")
+            #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
+
+            try await cluster.run("start")
+            let restartedAt = ContinuousClock.now
+            readiness = .serviceUnavailable
+            while readiness != .ok, ContinuousClock.now - restartedAt < .seconds(10) {
+                readiness = try await client.execute(uri: "/readyz", method: .get).status
+                if readiness != .ok { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(readiness == .ok, "readyz not back 10 s after the database restarted")
+        }
+    }
+}

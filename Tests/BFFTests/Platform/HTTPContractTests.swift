@@ -1,0 +1,178 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import HummingbirdTesting
+import Testing
+@testable import BFF
+
+/// The platform middleware seen from a client: errors, CORS, request ids, body cap, health and metrics.
+@Suite("HTTP platform")
+struct HTTPContractTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    private static let json: HTTPFields = [.contentType: "application/json"]
+
+    private func expectError(_ response: TestResponse, _ status: HTTPResponse.Status, _ code: String,
+                             sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(response.status == status, "body: \(response.text)", sourceLocation: sourceLocation)
+        #expect(response.errorCode == code, "body: \(response.text)", sourceLocation: sourceLocation)
+        #expect((response.json["message"] as? String)?.isEmpty == false, sourceLocation: sourceLocation)
+        #expect(response.json.count == 2, "only code and message: \(response.text)", sourceLocation: sourceLocation)
+        #expect(response.headers[.contentType]?.hasPrefix("application/json") == true, sourceLocation: sourceLocation)
+        #expect(response.headers[.requestID]?.isEmpty == false, sourceLocation: sourceLocation)
+    }
+
+    @Test("healthz answers 200; readyz answers 200 with the schema version")
+    func healthAndReadiness() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let health = try await client.execute(uri: "/healthz", method: .get)
+            #expect(health.status == .ok)
+            #expect(health.json["status"] as? String == "ok")
+            let ready = try await client.execute(uri: "/readyz", method: .get)
+            #expect(ready.status == .ok)
+            #expect(ready.json["status"] as? String == "ready")
+            let latest = try Migration.load(from: TestEnvironment.migrationsDirectory).last!.version
+            #expect(ready.json["schema_version"] as? Int == latest)
+        }
+    }
+
+    @Test("unknown route is 404 not_found; a known path with another method is 405 with Allow")
+    func unknownRouteAndMethod() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            expectError(try await client.execute(uri: "/api/v1/nothing-here", method: .get), .notFound, "not_found")
+            let wrongMethod = try await client.execute(uri: "/healthz", method: .delete)
+            expectError(wrongMethod, .methodNotAllowed, "method_not_allowed")
+            #expect(wrongMethod.headers[.allow] == "GET")
+        }
+    }
+
+    @Test("malformed JSON is 400 invalid_json; wrong types are 422 naming the field; wrong media type is 415")
+    func bodyDecodingErrors() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            expectError(
+                try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": ")),
+                .badRequest, "invalid_json")
+            let wrongType = try await client.execute(
+                uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": 42}"))
+            expectError(wrongType, .unprocessableContent, "validation_failed")
+            #expect((wrongType.json["message"] as? String)?.contains("title") == true)
+            expectError(
+                try await client.execute(
+                    uri: "/api/v1/chats", method: .post, headers: [.contentType: "text/plain"], body: ByteBuffer(string: "hello")),
+                .unsupportedMediaType, "unsupported_media_type")
+            expectError(
+                try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{}")),
+                .unprocessableContent, "validation_failed")
+        }
+    }
+
+    @Test("an operation of a later issue answers 501 not_implemented")
+    func notImplemented() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            expectError(try await client.execute(uri: "/api/v1/subjects", method: .get), .notImplemented, "not_implemented")
+        }
+    }
+
+    @Test("a body over 64 KiB is 413, declared or streamed")
+    func bodyCap() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let big = ByteBuffer(string: "{\"title\": \"" + String(repeating: "a", count: 70 * 1024) + "\"}")
+            expectError(
+                try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: big),
+                .contentTooLarge, "payload_too_large")
+        }
+    }
+
+    @Test("an unexpected error is 500 internal without detail, and is logged with the request id")
+    func internalErrorIsOpaque() async throws {
+        struct Boom: Error, CustomStringConvertible { var description: String { "SELECT secret FROM somewhere; stack frame 42" } }
+        let logs = LogCapture()
+        let app = try makeTestApp(database: database, logs: logs) { router in
+            router.get("/test/boom") { _, _ -> Response in throw Boom() }
+        }
+        try await app.test(.live) { client in
+            let response = try await client.execute(uri: "/test/boom", method: .get, headers: [.requestID: "req-500-check"])
+            expectError(response, .internalServerError, "internal")
+            #expect(!response.text.contains("SELECT"))
+            #expect(!response.text.contains("stack"))
+            #expect(response.headers[.requestID] == "req-500-check")
+        }
+        let errorLines = logs.entries().filter { $0["level"] as? String == "error" && $0["msg"] as? String == "unhandled error" }
+        #expect(errorLines.count == 1)
+        #expect(errorLines.first?["request_id"] as? String == "req-500-check")
+    }
+
+    @Test("X-Request-Id is echoed when well formed, generated otherwise, and on every log line of the request")
+    func requestID() async throws {
+        let logs = LogCapture()
+        let app = try makeTestApp(database: database, logs: logs)
+        try await app.test(.live) { client in
+            let echoed = try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "abc-123.x"])
+            #expect(echoed.headers[.requestID] == "abc-123.x")
+            let generated = try await client.execute(uri: "/healthz", method: .get)
+            #expect(UUID(uuidString: generated.headers[.requestID] ?? "") != nil)
+            let unsafe = try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "bad id\" with quotes"])
+            #expect(unsafe.headers[.requestID] != "bad id\" with quotes")
+            #expect(UUID(uuidString: unsafe.headers[.requestID] ?? "") != nil)
+        }
+        let accessLines = logs.entries().filter { $0["msg"] as? String == "request" }
+        #expect(accessLines.count == 3)
+        #expect(accessLines.allSatisfy { ($0["request_id"] as? String)?.isEmpty == false })
+        #expect(accessLines.first?["request_id"] as? String == "abc-123.x")
+    }
+
+    @Test("CORS: an allow-listed origin is echoed without credentials; a foreign one gets no CORS headers; OPTIONS is 204")
+    func cors() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let allowed = try await client.execute(uri: "/healthz", method: .get, headers: [.origin: "https://app.example.com"])
+            #expect(allowed.headers[.accessControlAllowOrigin] == "https://app.example.com")
+            #expect(allowed.headers[.accessControlAllowCredentials] == "false")
+
+            let foreign = try await client.execute(uri: "/healthz", method: .get, headers: [.origin: "https://evil.example"])
+            #expect(foreign.status == .ok)
+            #expect(foreign.headers[.accessControlAllowOrigin] == nil)
+
+            let preflight = try await client.execute(uri: "/api/v1/chats", method: .options, headers: [
+                .origin: "https://app.example.com", .accessControlRequestMethod: "POST",
+                .accessControlRequestHeaders: "authorization, content-type",
+            ])
+            #expect(preflight.status == .noContent)
+            #expect(preflight.headers[.accessControlAllowOrigin] == "https://app.example.com")
+            #expect(preflight.headers[.accessControlAllowCredentials] == "false")
+            let allowHeaders = preflight.headers[.accessControlAllowHeaders]?.lowercased() ?? ""
+            #expect(allowHeaders.contains("authorization") && allowHeaders.contains("content-type"))
+
+            let foreignPreflight = try await client.execute(uri: "/api/v1/chats", method: .options, headers: [.origin: "https://evil.example"])
+            #expect(foreignPreflight.status == .noContent)
+            #expect(foreignPreflight.headers[.accessControlAllowOrigin] == nil)
+
+            let unknownPath = try await client.execute(uri: "/no/such/path", method: .options)
+            #expect(unknownPath.status == .noContent)
+        }
+    }
+
+    @Test("/metrics exposes request counts and latency by route and status, and pool gauges")
+    func metrics() async throws {
+        let app = try makeTestApp(database: database)
+        try await app.test(.live) { client in
+            _ = try await client.execute(uri: "/healthz", method: .get)
+            let metrics = try await client.execute(uri: "/metrics", method: .get)
+            #expect(metrics.status == .ok)
+            #expect(metrics.text.contains("bff_http_requests_total{"))
+            #expect(metrics.text.contains("route=\"/healthz\""))
+            #expect(metrics.text.contains("status=\"200\""))
+            #expect(metrics.text.contains("bff_http_request_duration_seconds_bucket"))
+            #expect(metrics.text.contains("bff_db_pool_max_connections"))
+        }
+    }
+}

@@ -1,0 +1,156 @@
+import Foundation
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Migrations")
+struct MigrationTests {
+    let migrations: [Migration]
+
+    init() throws {
+        migrations = try Migration.load(from: TestEnvironment.migrationsDirectory)
+    }
+
+    private func migrator(_ migrations: [Migration]) -> Migrator {
+        Migrator(migrations: migrations, logger: TestEnvironment.quietLogger)
+    }
+
+    @Test("files are numbered, ordered and each applies on an empty database; a second run applies nothing")
+    func appliesOnEmptyDatabaseOnce() async throws {
+        #expect(migrations.count >= 5)
+        #expect(migrations.map(\.version) == migrations.map(\.version).sorted())
+        let url = try await TestDatabases.shared.makeEmpty()
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let (first, second, current) = try await Commands.withDatabase(client) { [migrations] client in
+            let migrator = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger)
+            let first = try await migrator.migrate(client: client)
+            let second = try await migrator.migrate(client: client)
+            return (first, second, try await migrator.currentVersion(client: client))
+        }
+        #expect(first == migrations.map(\.version))
+        #expect(second.isEmpty)
+        #expect(current == migrations.last?.version)
+    }
+
+    @Test("every table of DESIGN §5 exists with the mobile tables' keys and CHECK constraints")
+    func schemaHasEveryTable() async throws {
+        let url = try await TestDatabases.shared.makeMigrated()
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let (tables, rejected) = try await Commands.withDatabase(client) { client in
+            var tables: Set<String> = []
+            let rows = try await client.query(
+                "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'")
+            for try await name in rows.decode(String.self) { tables.insert(name) }
+            let user = UUID()
+            _ = try await client.query(
+                "INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.example', 'subject-1')")
+            var rejected: [String] = []
+            let bad: [(String, PostgresQuery)] = [
+                ("push_tokens.platform", "INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(user), 'tok', 'windows', 'device-0001')"),
+                ("iap_receipts.status", "INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, raw_payload_hash) VALUES ('r1', \(user), 'ios', 'p', 'bogus', now(), decode(repeat('00', 32), 'hex'))"),
+                ("chats.status", "INSERT INTO chats (user_id, title, status) VALUES (\(user), 't', 'archived')"),
+                ("messages.role", "WITH c AS (INSERT INTO chats (user_id, title) VALUES (\(user), 't') RETURNING id, user_id) INSERT INTO messages (chat_id, user_id, role, content) SELECT id, user_id, 'robot', 'x' FROM c"),
+            ]
+            for (name, query) in bad {
+                do { _ = try await client.query(query) } catch { rejected.append(name) }
+            }
+            return (tables, rejected)
+        }
+        for table in ["users", "subjects", "topics", "tags", "chats", "messages", "chat_tags", "user_settings",
+                      "user_subject_prefs", "push_tokens", "devices", "iap_receipts", "refresh_tokens",
+                      "refresh_families", "oidc_logins", "rate_limits", "idempotency_keys", "schema_migrations"] {
+            #expect(tables.contains(table), "missing table \(table)")
+        }
+        #expect(rejected.count == 4, "constraints rejected only \(rejected)")
+    }
+
+    @Test("an applied file whose content changed is refused, and nothing more is applied")
+    func changedFileIsRefused() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let original = [
+            Migration(version: 1, name: "one", sql: "CREATE TABLE one (id int)"),
+        ]
+        let changed = [
+            Migration(version: 1, name: "one", sql: "CREATE TABLE one (id bigint)"),
+            Migration(version: 2, name: "two", sql: "CREATE TABLE two (id int)"),
+        ]
+        let (outcome, twoExists) = try await Commands.withDatabase(client) { client in
+            try await Migrator(migrations: original, logger: TestEnvironment.quietLogger).migrate(client: client)
+            var outcome: Result<[Int], MigrationError>
+            do {
+                outcome = .success(try await Migrator(migrations: changed, logger: TestEnvironment.quietLogger).migrate(client: client))
+            } catch let error as MigrationError {
+                outcome = .failure(error)
+            }
+            let rows = try await client.query("SELECT to_regclass('two') IS NOT NULL")
+            var exists = true
+            for try await value in rows.decode(Bool.self) { exists = value }
+            return (outcome, exists)
+        }
+        #expect(outcome == .failure(.checksumMismatch(version: 1, name: "one")))
+        #expect(!twoExists)
+    }
+
+    @Test("a failing file is rolled back entirely and reported")
+    func failingFileRollsBack() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let broken = [Migration(version: 1, name: "broken", sql: "CREATE TABLE half (id int); SELECT no_such_function();")]
+        let (error, halfExists) = try await Commands.withDatabase(client) { client in
+            var caught: MigrationError?
+            do { try await Migrator(migrations: broken, logger: TestEnvironment.quietLogger).migrate(client: client) }
+            catch let error as MigrationError { caught = error }
+            let rows = try await client.query("SELECT to_regclass('half') IS NOT NULL")
+            var exists = true
+            for try await value in rows.decode(Bool.self) { exists = value }
+            return (caught, exists)
+        }
+        guard case .failed(version: 1, name: "broken", _) = error else {
+            Issue.record("expected a failed migration, got \(String(describing: error))")
+            return
+        }
+        #expect(!halfExists)
+    }
+
+    @Test("two concurrent runs (two replicas) apply every file exactly once")
+    func concurrentRunsApplyOnce() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let clientA = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let clientB = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let migrations = self.migrations
+        let (results, recorded) = try await Commands.withDatabase(clientA) { clientA in
+            try await Commands.withDatabase(clientB) { clientB in
+                async let first = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: clientA)
+                async let second = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: clientB)
+                let results = try await [first, second]
+                let rows = try await clientA.query("SELECT count(*)::int FROM schema_migrations")
+                var count = 0
+                for try await value in rows.decode(Int.self) { count = value }
+                return (results, count)
+            }
+        }
+        #expect(results.flatMap { $0 }.sorted() == migrations.map(\.version))
+        #expect(results.contains { $0.isEmpty })
+        #expect(recorded == migrations.count)
+    }
+
+    @Test("serve refuses a database behind the newest migration, naming bff migrate")
+    func serveRefusesStaleSchema() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
+        let migrations = self.migrations
+        let error: MigrationError? = try await Commands.withDatabase(client) { client in
+            try await Migrator(migrations: Array(migrations.dropLast()), logger: TestEnvironment.quietLogger).migrate(client: client)
+            do {
+                try await Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).requireCurrent(client: client)
+                return nil
+            } catch let error as MigrationError {
+                return error
+            }
+        }
+        let latest = migrations.last!.version
+        #expect(error == .schemaBehind(current: latest - 1, latest: latest))
+        #expect(error?.description.contains("bff migrate") == true)
+    }
+}

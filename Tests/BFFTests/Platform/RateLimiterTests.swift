@@ -1,0 +1,97 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Rate limiter")
+struct RateLimiterTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    @Test("exactly 5 of 50 concurrent requests pass a 5-per-10-seconds limit shared by two replicas")
+    func exactAcrossReplicas() async throws {
+        let replicaA = PostgresClient(configuration: database.clientConfiguration(poolSize: 10))
+        let replicaB = PostgresClient(configuration: database.clientConfiguration(poolSize: 10))
+        let decisions = try await Commands.withDatabase(replicaA) { [database] replicaA in
+            try await Commands.withDatabase(replicaB) { replicaB in
+                _ = database
+                let limiters = [RateLimiter(database: Database(client: replicaA)), RateLimiter(database: Database(client: replicaB))]
+                return try await withThrowingTaskGroup(of: RateLimiter.Decision.self) { group in
+                    for index in 0..<50 {
+                        group.addTask {
+                            try await limiters[index % 2].limit(key: "chat:user-1", rate: 5, per: .seconds(10))
+                        }
+                    }
+                    var all: [RateLimiter.Decision] = []
+                    for try await decision in group { all.append(decision) }
+                    return all
+                }
+            }
+        }
+        #expect(decisions.count == 50)
+        #expect(decisions.filter(\.allowed).count == 5)
+        let rejected = decisions.filter { !$0.allowed }
+        #expect(rejected.allSatisfy { $0.retryAfter > 0 && $0.retryAfter <= 10 && $0.remaining == 0 })
+    }
+
+    @Test("remaining counts down, other keys are independent, and the quota refills at rate/period")
+    func remainingAndRefill() async throws {
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
+        let (first, third, fourth, other, afterWait) = try await Commands.withDatabase(client) { client in
+            let limiter = RateLimiter(database: Database(client: client))
+            let first = try await limiter.limit(key: "k:refill", rate: 3, per: .seconds(3))
+            _ = try await limiter.limit(key: "k:refill", rate: 3, per: .seconds(3))
+            let third = try await limiter.limit(key: "k:refill", rate: 3, per: .seconds(3))
+            let fourth = try await limiter.limit(key: "k:refill", rate: 3, per: .seconds(3))
+            let other = try await limiter.limit(key: "k:other", rate: 3, per: .seconds(3))
+            try await Task.sleep(for: .milliseconds(1100))
+            let afterWait = try await limiter.limit(key: "k:refill", rate: 3, per: .seconds(3))
+            return (first, third, fourth, other, afterWait)
+        }
+        #expect(first.allowed && first.remaining == 2)
+        #expect(third.allowed && third.remaining == 0)
+        #expect(!fourth.allowed)
+        #expect(fourth.retryAfter > 0 && fourth.retryAfter <= 1.0)
+        #expect(other.allowed && other.remaining == 2)
+        #expect(afterWait.allowed)
+    }
+
+    @Test("/api/v1/auth/* is limited per client address: 429 rate_limited with Retry-After and RateLimit-* headers")
+    func authMiddleware() async throws {
+        let app = try makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
+        try await app.test(.live) { client in
+            var statuses: [HTTPResponse.Status] = []
+            for _ in 0..<3 {
+                let response = try await client.execute(uri: "/api/v1/auth/start?device_id=device-0001&redirect_uri=com.example.app:/oauth/callback", method: .get)
+                statuses.append(response.status)
+                #expect(response.headers[.rateLimitLimit] == "3")
+            }
+            #expect(!statuses.contains(.tooManyRequests))
+            let limited = try await client.execute(uri: "/api/v1/auth/start?device_id=device-0001&redirect_uri=x", method: .get)
+            #expect(limited.status == .tooManyRequests)
+            #expect(limited.errorCode == "rate_limited")
+            #expect(Int(limited.headers[.retryAfter] ?? "") ?? 0 >= 1)
+            #expect(limited.headers[.rateLimitRemaining] == "0")
+            #expect(Int(limited.headers[.rateLimitReset] ?? "") ?? 0 >= 1)
+            // Routes outside /auth/ are not counted against it.
+            let health = try await client.execute(uri: "/healthz", method: .get)
+            #expect(health.status == .ok)
+            #expect(health.headers[.rateLimitLimit] == nil)
+        }
+    }
+
+    @Test("client addresses come from X-Forwarded-For only behind a trusted proxy")
+    func trustedProxies() throws {
+        let network = try #require(IPNetwork("10.0.0.0/8"))
+        #expect(network.contains("10.1.2.3"))
+        #expect(!network.contains("11.1.2.3"))
+        #expect(IPNetwork("::1")?.contains("::1") == true)
+        #expect(IPNetwork("300.1.1.1") == nil)
+        #expect(IPNetwork("10.0.0.0/33") == nil)
+    }
+}
