@@ -1,0 +1,347 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/dev and scripts/test (and scripts/lib/pg-cluster).
+# Source it; it defines variables and functions and has no other side effect
+# until a function is called.
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+LOCAL="$ROOT/.local"              # gitignored: clusters, venv, logs, pid files
+PG_CLUSTER="$ROOT/scripts/lib/pg-cluster"
+VENV="$LOCAL/venv"
+PIDS_DIR="$LOCAL/pids"
+
+# Python tools used by the scripts, pinned. Changing this list re-runs pip.
+# oidc-provider-mock 0.4.8 needs Python >= 3.12 (see pick_python).
+VENV_REQUIREMENTS=(
+  "oidc-provider-mock==0.4.8"
+  "schemathesis==4.32.5"
+  "openapi-spec-validator==0.9.0"
+)
+# Used only where no Python >= 3.12 exists (Debian 12 ships 3.11): the last
+# release of the mock that runs on 3.11. It differs from 0.4.8 mainly in
+# accepting only client_secret_basic at the token endpoint.
+OIDC_MOCK_PY311_PIN="oidc-provider-mock==0.3.4"
+
+# The toolchain lives in /opt/swift on the project's machines; CI's environment
+# may not have it on PATH.
+if ! command -v swift >/dev/null 2>&1 && [[ -x /opt/swift/usr/bin/swift ]]; then
+  PATH="/opt/swift/usr/bin:$PATH"
+fi
+PATH="$PATH:/usr/sbin:/sbin"      # runuser, useradd
+
+log()  { printf '==> %s\n' "$*" >&2; }
+warn() { printf 'warning: %s\n' "$*" >&2; }
+die()  { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+is_root() { [[ "$(id -u)" == 0 ]]; }
+
+# Runs a command as root: directly, or through sudo. Fails when neither works.
+as_root() {
+  if is_root; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    return 1
+  fi
+}
+
+can_be_root() { is_root || command -v sudo >/dev/null 2>&1; }
+
+# Installs Debian packages without starting any service they ship (the
+# postgresql package would otherwise start the system cluster).
+apt_install() {
+  command -v apt-get >/dev/null 2>&1 || return 1
+  can_be_root || return 1
+  local policy=/usr/sbin/policy-rc.d added_policy=0
+  if [[ ! -e "$policy" ]]; then
+    as_root sh -c "printf '#!/bin/sh\nexit 101\n' > '$policy' && chmod 755 '$policy'"
+    added_policy=1
+  fi
+  local rc=0
+  as_root apt-get update -qq || rc=$?
+  if [[ "$rc" == 0 ]]; then
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" || rc=$?
+  fi
+  if [[ "$added_policy" == 1 ]]; then
+    as_root rm -f "$policy"
+  fi
+  return "$rc"
+}
+
+# --- PostgreSQL ---------------------------------------------------------------
+
+# Prints the newest PostgreSQL server bin directory (PG_BINDIR overrides).
+pg_bindir() {
+  if [[ -n "${PG_BINDIR:-}" ]]; then
+    [[ -x "$PG_BINDIR/initdb" ]] || return 1
+    printf '%s\n' "$PG_BINDIR"
+    return 0
+  fi
+  local found
+  found="$(ls -d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)"
+  [[ -n "$found" ]] || return 1
+  dirname "$found"
+}
+
+ensure_postgres() {
+  if pg_bindir >/dev/null; then
+    return 0
+  fi
+  log "PostgreSQL server binaries not found; installing Debian's postgresql package"
+  if ! apt_install postgresql; then
+    die "PostgreSQL server binaries not found (looked for /usr/lib/postgresql/*/bin/initdb).
+Install PostgreSQL 15 or newer, e.g. on Debian/Ubuntu as root:
+    apt-get update && apt-get install -y postgresql
+or set PG_BINDIR to a directory holding initdb, pg_ctl, postgres and psql."
+  fi
+  pg_bindir >/dev/null || die "postgresql installed, but no /usr/lib/postgresql/*/bin/initdb found"
+}
+
+# psql DIR PORT [psql args...]: psql as the cluster superuser over the socket.
+cluster_psql() {
+  local dir="$1" port="$2"
+  shift 2
+  PGOPTIONS="-c client_min_messages=warning" "$(pg_bindir)/psql" -X -q -v ON_ERROR_STOP=1 -h "$dir/run" -p "$port" -U bff "$@"
+}
+
+# --- Python tools ---------------------------------------------------------------
+
+# Prints the interpreter for the venv: $PYTHON, else the newest Python >= 3.12
+# found on PATH or in pyenv's versions, else python3.
+pick_python() {
+  local cand
+  local -a cands=()
+  [[ -n "${PYTHON:-}" ]] && { printf '%s\n' "$PYTHON"; return 0; }
+  cands+=(python3.14 python3.13 python3.12)
+  # pyenv's shims answer "command not found" for versions not selected, so
+  # look at the installs themselves.
+  while IFS= read -r cand; do
+    cands+=("$cand")
+  done < <(ls -d "${PYENV_ROOT:-${HOME:-/root}/.pyenv}"/versions/3.*/bin/python3 2>/dev/null | sort -rV)
+  for cand in "${cands[@]}"; do
+    if "$cand" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then
+      printf '%s\n' "$cand"
+      return 0
+    fi
+  done
+  printf '%s\n' python3
+}
+
+ensure_venv() {
+  local python stamp="$VENV/.requirements.sha256" want
+  local -a reqs=("${VENV_REQUIREMENTS[@]}")
+  python="$(pick_python)"
+  command -v "$python" >/dev/null 2>&1 || die "python3 not found: install it (apt-get install -y python3 python3-venv)"
+  if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
+    "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null \
+      || die "Python >= 3.11 is needed (3.12+ preferred); set PYTHON=/path/to/python3.12"
+    warn "no Python >= 3.12 found (set PYTHON=...): using $("$python" -V 2>&1) with $OIDC_MOCK_PY311_PIN"
+    reqs[0]="$OIDC_MOCK_PY311_PIN"
+  fi
+  want="$( { printf '%s\n' "${reqs[@]}"; "$python" -c 'import sys; print("python", *sys.version_info[:2])'; } | sha256sum | cut -d' ' -f1)"
+  if [[ -x "$VENV/bin/python" ]] && "$VENV/bin/python" -c '' 2>/dev/null \
+     && [[ "$(cat "$stamp" 2>/dev/null)" == "$want" ]]; then
+    return 0
+  fi
+  # A venv whose interpreter is gone, or of another version than the chosen
+  # one, is rebuilt.
+  if [[ -e "$VENV" ]] && ! "$VENV/bin/python" -c '' 2>/dev/null; then
+    rm -rf "$VENV"
+  fi
+  if [[ -x "$VENV/bin/python" ]] \
+     && [[ "$("$VENV/bin/python" -c 'import sys; print(sys.version_info[:2])')" != "$("$python" -c 'import sys; print(sys.version_info[:2])')" ]]; then
+    rm -rf "$VENV"
+  fi
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    log "creating the Python virtualenv at $VENV ($("$python" -V 2>&1))"
+    mkdir -p "$LOCAL"
+    if ! "$python" -m venv "$VENV" >/dev/null 2>&1; then
+      rm -rf "$VENV"
+      # Debian ships venv/ensurepip separately.
+      apt_install python3-venv || die "'$python -m venv' failed: install python3-venv (apt-get install -y python3-venv)"
+      "$python" -m venv "$VENV" || die "could not create $VENV"
+    fi
+  fi
+  log "installing ${reqs[*]} into $VENV"
+  printf '%s\n' "${reqs[@]}" > "$VENV/requirements.txt"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -r "$VENV/requirements.txt" \
+    || die "pip install failed (see above)"
+  printf '%s\n' "$want" > "$stamp"
+}
+
+# --- processes, ports, HTTP -------------------------------------------------------
+
+# Pids of processes listening on TCP PORT (any address), from /proc (no ss/lsof needed).
+listen_pids() {
+  local port="$1" hex inode
+  hex="$(printf '%04X' "$port")"
+  for inode in $(awk -v p=":$hex" '$4 == "0A" && substr($2, length($2) - 4) == p { print $10 }' \
+                   /proc/net/tcp /proc/net/tcp6 2>/dev/null); do
+    find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\\[$inode\\]" 2>/dev/null | cut -d/ -f3
+  done | sort -u
+}
+
+# Command lines that mark a process as started by these scripts from this
+# checkout; scripts may add more (scripts/test adds $BFF_BIN).
+OWN_PATTERNS=("$LOCAL/" "$ROOT/.build/")
+
+is_ours() {
+  local cmd pattern
+  cmd="$(cmdline_of "$1")"
+  for pattern in "${OWN_PATTERNS[@]}"; do
+    [[ "$cmd" == *"$pattern"* ]] && return 0
+  done
+  return 1
+}
+
+cmdline_of() { { tr '\0' ' ' <"/proc/$1/cmdline"; } 2>/dev/null || true; }
+
+# True while PID runs (a zombie counts as gone: nobody may ever reap it).
+alive() {
+  local state
+  state="$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null || true)"
+  [[ -n "$state" && "$state" != Z ]]
+}
+
+# Sends TERM, waits up to 10 s, then KILL. Reaps the pid when it is our child.
+stop_pid() {
+  local pid="$1" i
+  if alive "$pid"; then
+    kill -TERM "$pid" 2>/dev/null || true
+    for ((i = 0; i < 100; i++)); do
+      alive "$pid" || break
+      sleep 0.1
+    done
+    if alive "$pid"; then
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+# Frees PORT from our own stale processes (anything run from this checkout's
+# .local or .build); fails when another program holds it.
+free_port() {
+  local port="$1" pid cmd
+  for pid in $(listen_pids "$port"); do
+    cmd="$(cmdline_of "$pid")"
+    if is_ours "$pid"; then
+      log "stopping stale process $pid on port $port: $cmd"
+      stop_pid "$pid"
+    else
+      die "port $port is in use by pid $pid ($cmd)"
+    fi
+  done
+}
+
+# Stops the process recorded in pid file NAME if it still runs our program.
+stop_stale_pidfile() {
+  local file="$PIDS_DIR/$1.pid" pid
+  [[ -f "$file" ]] || return 0
+  pid="$(cat "$file" 2>/dev/null || true)"
+  if [[ "$pid" =~ ^[0-9]+$ ]] && alive "$pid"; then
+    if is_ours "$pid"; then
+      log "stopping stale $1 (pid $pid)"
+      stop_pid "$pid"
+    fi
+  fi
+  rm -f "$file"
+}
+
+# Refuses to run two copies of the same script on this checkout (they would
+# share ports and clusters). The guard is a pid file, checked against /proc.
+single_instance() {
+  local name="$1" file="$PIDS_DIR/$1.pid" pid
+  mkdir -p "$PIDS_DIR"
+  pid="$(cat "$file" 2>/dev/null || true)"
+  if [[ "$pid" =~ ^[0-9]+$ && "$pid" != "$$" ]] && alive "$pid" \
+     && [[ "$(cmdline_of "$pid")" == *"scripts/$name"* ]]; then
+    die "scripts/$name is already running (pid $pid)"
+  fi
+  echo "$$" > "$file"
+  CLEANUP_FILES+=("$file")
+}
+
+# wait_http URL TIMEOUT_SECONDS [PID]: waits for a 2xx answer; gives up early
+# when PID (the server being waited for) exits.
+wait_http() {
+  local url="$1" timeout="$2" pid="${3:-}" deadline
+  deadline=$((SECONDS + timeout))
+  while ((SECONDS < deadline)); do
+    if [[ -n "$pid" ]] && ! alive "$pid"; then
+      warn "process $pid exited while waiting for $url"
+      return 1
+    fi
+    if http_ok "$url"; then
+      return 0
+    fi
+    sleep 0.2
+  done
+  warn "no 2xx answer from $url within ${timeout}s"
+  return 1
+}
+
+http_ok() {
+  if command -v curl >/dev/null 2>&1; then
+    curl -fsS -o /dev/null --max-time 2 "$1" 2>/dev/null
+  else
+    python3 - "$1" <<'EOF' 2>/dev/null
+import sys, urllib.request
+with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
+    sys.exit(0 if 200 <= r.status < 300 else 1)
+EOF
+  fi
+}
+
+random_base64url() {
+  head -c "${1:-32}" /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='
+}
+
+# start_oidc_mock PORT: oidc-provider-mock on 127.0.0.1:PORT in the background.
+# The authorize page shows a form (pick a subject, press Authorize) and no
+# other interaction; any client id and redirect URI are accepted.
+start_oidc_mock() {
+  local port="$1" logf="$LOCAL/oidc.log" pid
+  stop_stale_pidfile "oidc-$port"
+  free_port "$port"
+  mkdir -p "$PIDS_DIR"
+  log "starting oidc-provider-mock on http://127.0.0.1:$port (log: $logf)"
+  "$VENV/bin/oidc-provider-mock" --host 127.0.0.1 --port "$port" >>"$logf" 2>&1 &
+  pid=$!
+  echo "$pid" > "$PIDS_DIR/oidc-$port.pid"
+  CLEANUP_PIDS+=("$pid")
+  CLEANUP_FILES+=("$PIDS_DIR/oidc-$port.pid")
+  wait_http "http://127.0.0.1:$port/.well-known/openid-configuration" 30 "$pid" \
+    || { tail -n 20 "$logf" >&2; die "oidc-provider-mock did not start"; }
+}
+
+# --- cleanup --------------------------------------------------------------------
+
+CLEANUP_PIDS=()            # processes to stop, newest last
+CLEANUP_FILES=()           # pid files to remove
+CLEANUP_CLUSTER_STOP=()    # "DIR PORT" pairs to stop
+CLEANUP_CLUSTER_DESTROY=() # "DIR PORT" pairs to destroy
+
+cleanup() {
+  local rc=$? i entry
+  trap - EXIT INT TERM
+  set +e
+  for ((i = ${#CLEANUP_PIDS[@]} - 1; i >= 0; i--)); do
+    stop_pid "${CLEANUP_PIDS[$i]}"
+  done
+  for entry in "${CLEANUP_CLUSTER_STOP[@]}"; do
+    "$PG_CLUSTER" stop "${entry% *}" "${entry##* }" || warn "could not stop the cluster in ${entry% *}"
+  done
+  for entry in "${CLEANUP_CLUSTER_DESTROY[@]}"; do
+    "$PG_CLUSTER" destroy "${entry% *}" "${entry##* }" || warn "could not destroy the cluster in ${entry% *}"
+  done
+  rm -f "${CLEANUP_FILES[@]}"
+  exit "$rc"
+}
+
+# Installs the trap; call once from the script that sources this file.
+install_cleanup_trap() {
+  trap cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
