@@ -7,7 +7,7 @@ struct BFFCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bff",
         abstract: "The Mobile BFF: HTTP server, migrations and operator tools.",
-        subcommands: [Serve.self, Migrate.self, Version.self])
+        subcommands: [Serve.self, Migrate.self, Auth.self, Version.self])
 }
 
 /// Configuration errors and refused migrations end the process with one line on stderr.
@@ -49,5 +49,52 @@ struct Version: ParsableCommand {
 
     func run() {
         print("bff \(Commands.version)")
+    }
+}
+
+struct Auth: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Operator tools for sessions.", subcommands: [Issue.self, Revoke.self])
+
+    struct Issue: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Print a real token pair signed with the configured keys.")
+
+        enum Format: String, ExpressibleByArgument { case json, accessToken = "access-token" }
+
+        @Option(help: "The user id (UUID).") var user: String
+        @Option(help: "The device id the refresh token is bound to.") var device: String
+        @Option(parsing: .upToNextOption, help: "Scopes (default: all).") var scope: [String] = []
+        @Option(help: "json (the token pair) or access-token (the AppJWT alone).") var format: Format = .json
+
+        func run() async throws {
+            guard let userID = UUID(uuidString: user) else { throw ValidationError("--user must be a UUID") }
+            try await runReportingFailures {
+                let issued = try await Commands.issueToken(
+                    environment: ProcessInfo.processInfo.environment, userID: userID, deviceID: device,
+                    scopes: scope.isEmpty ? ["profile:read", "chat:rw", "push:register", "iap:verify"]
+                        : scope.flatMap { $0.split(separator: " ").map(String.init) })
+                print(format == .json ? issued.json : issued.accessToken)
+            }
+        }
+    }
+
+    struct Revoke: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Revoke every session of a user or of a device (suspected leak).")
+
+        @Option(help: "The user id (UUID).") var user: String?
+        @Option(help: "The device id.") var device: String?
+
+        func validate() throws {
+            guard (user == nil) != (device == nil) else { throw ValidationError("give exactly one of --user or --device") }
+            if let user, UUID(uuidString: user) == nil { throw ValidationError("--user must be a UUID") }
+        }
+
+        func run() async throws {
+            try await runReportingFailures {
+                let count = try await Commands.revoke(
+                    environment: ProcessInfo.processInfo.environment, userID: user.flatMap(UUID.init(uuidString:)), deviceID: device)
+                print("bff: revoked \(count) session(s)")
+            }
+        }
     }
 }

@@ -6,9 +6,11 @@ import OpenAPIRuntime
 /// the logic. Operations of later issues answer 501 `not_implemented`, as `openapi.yaml` documents.
 struct APIService: APIProtocol {
     let health: HealthHandlers
+    let auth: AuthService
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, latestVersion: dependencies.migrator.latestVersion)
+        auth = dependencies.authService
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
@@ -24,14 +26,6 @@ struct APIService: APIProtocol {
         }
     }
 
-    func authStart(_ input: Operations.AuthStart.Input) async throws -> Operations.AuthStart.Output { throw APIError.notImplemented }
-    func authCallback(_ input: Operations.AuthCallback.Input) async throws -> Operations.AuthCallback.Output { throw APIError.notImplemented }
-    func authRefresh(_ input: Operations.AuthRefresh.Input) async throws -> Operations.AuthRefresh.Output { throw APIError.notImplemented }
-    func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output { throw APIError.notImplemented }
-    func authBackchannelLogout(_ input: Operations.AuthBackchannelLogout.Input) async throws -> Operations.AuthBackchannelLogout.Output { throw APIError.notImplemented }
-    func getMe(_ input: Operations.GetMe.Input) async throws -> Operations.GetMe.Output { throw APIError.notImplemented }
-    func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output { throw APIError.notImplemented }
-    func deleteDevice(_ input: Operations.DeleteDevice.Input) async throws -> Operations.DeleteDevice.Output { throw APIError.notImplemented }
     func listChats(_ input: Operations.ListChats.Input) async throws -> Operations.ListChats.Output { throw APIError.notImplemented }
     func createChat(_ input: Operations.CreateChat.Input) async throws -> Operations.CreateChat.Output { throw APIError.notImplemented }
     func getChat(_ input: Operations.GetChat.Input) async throws -> Operations.GetChat.Output { throw APIError.notImplemented }

@@ -9,6 +9,8 @@ public struct AppRequestContext: RequestContext {
     public var requestID: String
     /// The peer's address; see `ClientAddress` for proxies.
     public let remoteAddress: SocketAddress?
+    /// Set by `AuthenticationMiddleware`; read by the operations through `Authorization`.
+    public var authentication: Authentication = .anonymous
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -14,8 +14,9 @@ public struct AppDependencies: Sendable {
     public let database: Database
     public let migrator: Migrator
     public let logger: Logger
+    public let accessTokens: AccessTokens
 
-    public init(configuration: AppConfiguration, logger: Logger) throws {
+    public init(configuration: AppConfiguration, logger: Logger) async throws {
         self.configuration = configuration
         self.logger = logger
         var dbLogger = logger
@@ -24,8 +25,24 @@ public struct AppDependencies: Sendable {
             configuration: configuration.database.clientConfiguration(poolSize: configuration.databasePoolSize),
             backgroundLogger: dbLogger)
         self.database = Database(
-            client: client, timeout: configuration.databaseTimeout, poolSize: configuration.databasePoolSize)
+            client: client, timeout: configuration.databaseTimeout, poolSize: configuration.databasePoolSize, logger: dbLogger)
         self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
+        self.accessTokens = await AccessTokens(
+            keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
+            lifetime: configuration.accessTTL)
+    }
+
+    var authService: AuthService {
+        AuthService(
+            configuration: configuration,
+            identity: IdentityRepository(database: database),
+            refreshTokens: RefreshTokenStore(
+                database: database, keyRing: configuration.jwtKeys, lifetime: configuration.refreshTTL,
+                reuseInterval: configuration.refreshReuseInterval, logger: logger),
+            accessTokens: accessTokens,
+            oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
+            limiter: RateLimiter(database: database),
+            logger: logger)
     }
 }
 
@@ -62,6 +79,7 @@ public func buildApplication(
         rate: configuration.authRateLimit,
         period: .seconds(60),
         clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies)))
+    router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens))
     router.add(middleware: OpenAPIContextMiddleware())
 
     let registry = Observability.registry

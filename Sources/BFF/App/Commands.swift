@@ -13,7 +13,7 @@ public enum Commands {
     public static func serve(environment: [String: String]) async throws {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
-        let dependencies = try AppDependencies(configuration: configuration, logger: logger)
+        let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         let app = try buildApplication(dependencies)
         let group = ServiceGroup(
             configuration: .init(
@@ -33,7 +33,7 @@ public enum Commands {
     public static func migrate(environment: [String: String]) async throws -> [Int] {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
-        let dependencies = try AppDependencies(configuration: configuration, logger: logger)
+        let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         return try await withDatabase(dependencies.database.client) { client in
             try await dependencies.migrator.migrate(client: client)
         }

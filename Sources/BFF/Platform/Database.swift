@@ -13,12 +13,15 @@ struct DatabaseUnavailable: Error, CustomStringConvertible {
 /// fast 503s instead of requests queueing behind the pool's reconnect back-off.
 public struct Database: Sendable {
     public let client: PostgresClient
+    public let logger: Logger
     let timeout: Duration
     private let leases: Gauge
     private let leasesInFlight: NIOLockedValueBox<Int>
 
-    public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20) {
+    public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
+                logger: Logger = Logger(label: "bff.database")) {
         self.client = client
+        self.logger = logger
         self.timeout = timeout
         self.leases = Gauge(label: "bff_db_pool_leases_in_use")
         self.leasesInFlight = .init(0)

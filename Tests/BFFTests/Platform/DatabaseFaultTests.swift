@@ -30,7 +30,7 @@ struct DatabaseFaultTests {
                                logger: TestEnvironment.quietLogger).migrate(client: client)
         }
 
-        let app = try makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"])
+        let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"])
         try await app.test(.live) { client in
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
 

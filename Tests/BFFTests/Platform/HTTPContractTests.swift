@@ -28,7 +28,7 @@ struct HTTPContractTests {
 
     @Test("healthz answers 200; readyz answers 200 with the schema version")
     func healthAndReadiness() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             let health = try await client.execute(uri: "/healthz", method: .get)
             #expect(health.status == .ok)
@@ -43,7 +43,7 @@ struct HTTPContractTests {
 
     @Test("unknown route is 404 not_found; a known path with another method is 405 with Allow")
     func unknownRouteAndMethod() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             expectError(try await client.execute(uri: "/api/v1/nothing-here", method: .get), .notFound, "not_found")
             let wrongMethod = try await client.execute(uri: "/healthz", method: .delete)
@@ -54,7 +54,7 @@ struct HTTPContractTests {
 
     @Test("malformed JSON is 400 invalid_json; wrong types are 422 naming the field; wrong media type is 415")
     func bodyDecodingErrors() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             expectError(
                 try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": ")),
@@ -75,7 +75,7 @@ struct HTTPContractTests {
 
     @Test("an operation of a later issue answers 501 not_implemented")
     func notImplemented() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             expectError(try await client.execute(uri: "/api/v1/subjects", method: .get), .notImplemented, "not_implemented")
         }
@@ -83,7 +83,7 @@ struct HTTPContractTests {
 
     @Test("a body over 64 KiB is 413, declared or streamed")
     func bodyCap() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             let big = ByteBuffer(string: "{\"title\": \"" + String(repeating: "a", count: 70 * 1024) + "\"}")
             expectError(
@@ -96,7 +96,7 @@ struct HTTPContractTests {
     func internalErrorIsOpaque() async throws {
         struct Boom: Error, CustomStringConvertible { var description: String { "SELECT secret FROM somewhere; stack frame 42" } }
         let logs = LogCapture()
-        let app = try makeTestApp(database: database, logs: logs) { router in
+        let app = try await makeTestApp(database: database, logs: logs) { router in
             router.get("/test/boom") { _, _ -> Response in throw Boom() }
         }
         try await app.test(.live) { client in
@@ -114,7 +114,7 @@ struct HTTPContractTests {
     @Test("X-Request-Id is echoed when well formed, generated otherwise, and on every log line of the request")
     func requestID() async throws {
         let logs = LogCapture()
-        let app = try makeTestApp(database: database, logs: logs)
+        let app = try await makeTestApp(database: database, logs: logs)
         try await app.test(.live) { client in
             let echoed = try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "abc-123.x"])
             #expect(echoed.headers[.requestID] == "abc-123.x")
@@ -132,7 +132,7 @@ struct HTTPContractTests {
 
     @Test("CORS: an allow-listed origin is echoed without credentials; a foreign one gets no CORS headers; OPTIONS is 204")
     func cors() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             let allowed = try await client.execute(uri: "/healthz", method: .get, headers: [.origin: "https://app.example.com"])
             #expect(allowed.headers[.accessControlAllowOrigin] == "https://app.example.com")
@@ -163,7 +163,7 @@ struct HTTPContractTests {
 
     @Test("/metrics exposes request counts and latency by route and status, and pool gauges")
     func metrics() async throws {
-        let app = try makeTestApp(database: database)
+        let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
             _ = try await client.execute(uri: "/healthz", method: .get)
             let metrics = try await client.execute(uri: "/metrics", method: .get)

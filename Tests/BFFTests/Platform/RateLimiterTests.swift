@@ -63,7 +63,7 @@ struct RateLimiterTests {
 
     @Test("/api/v1/auth/* is limited per client address: 429 rate_limited with Retry-After and RateLimit-* headers")
     func authMiddleware() async throws {
-        let app = try makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
         try await app.test(.live) { client in
             var statuses: [HTTPResponse.Status] = []
             for _ in 0..<3 {

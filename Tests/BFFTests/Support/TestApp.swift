@@ -30,10 +30,10 @@ func makeTestApp(
     environment overrides: [String: String] = [:],
     logs: LogCapture = LogCapture(),
     extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
-) throws -> some ApplicationProtocol {
+) async throws -> some ApplicationProtocol {
     let configuration = try AppConfiguration(
         environment: TestEnvironment.serverEnvironment(database: database, overrides))
-    let dependencies = try AppDependencies(
+    let dependencies = try await AppDependencies(
         configuration: configuration, logger: makeLogger(level: configuration.logLevel, sink: logs.sink))
     return try buildApplication(dependencies, extraRoutes: extraRoutes)
 }

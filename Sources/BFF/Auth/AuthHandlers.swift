@@ -1,0 +1,71 @@
+import BFFAPI
+import Foundation
+
+/// The identity operations of the contract: thin adapters over `AuthService`.
+extension APIService {
+    func authStart(_ input: Operations.AuthStart.Input) async throws -> Operations.AuthStart.Output {
+        let login = try await auth.start(deviceID: input.query.deviceId, redirectURI: input.query.redirectUri)
+        return .ok(.init(body: .json(.init(authorizationUrl: login.url, state: login.state, expiresAt: login.expiresAt))))
+    }
+
+    func authCallback(_ input: Operations.AuthCallback.Input) async throws -> Operations.AuthCallback.Output {
+        let pair = try await auth.callback(code: input.query.code, state: input.query.state)
+        return .ok(.init(body: .json(pair.schema)))
+    }
+
+    func authRefresh(_ input: Operations.AuthRefresh.Input) async throws -> Operations.AuthRefresh.Output {
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        let pair = try await auth.refresh(token: body.refreshToken, deviceID: body.deviceId)
+        return .ok(.init(body: .json(pair.schema)))
+    }
+
+    func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output {
+        let principal = try Authorization.require("profile:read")
+        try await auth.identity.logout(userID: principal.userID, familyID: principal.familyID, deviceID: principal.deviceID)
+        return .noContent(.init())
+    }
+
+    func authBackchannelLogout(_ input: Operations.AuthBackchannelLogout.Input) async throws -> Operations.AuthBackchannelLogout.Output {
+        guard case .urlEncodedForm(let form) = input.body else { throw APIError.validation("body", "must be a form") }
+        try await auth.backchannelLogout(form.logoutToken)
+        return .ok(.init(headers: .init(cacheControl: .noStore)))
+    }
+
+    func getMe(_ input: Operations.GetMe.Input) async throws -> Operations.GetMe.Output {
+        let principal = try Authorization.require("profile:read")
+        guard let user = try await auth.identity.user(id: principal.userID) else {
+            throw APIError.invalidToken("The account of this token no longer exists.")
+        }
+        return .ok(.init(body: .json(.init(
+            id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName, plan: .free, subscription: nil))))
+    }
+
+    func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
+        let principal = try Authorization.require("profile:read")
+        let devices = try await auth.identity.devices(userID: principal.userID)
+        return .ok(.init(body: .json(.init(items: devices.map { device in
+            .init(deviceId: device.deviceID, model: device.model, osVersion: device.osVersion,
+                  lastSeenAt: device.lastSeenAt, current: device.deviceID == principal.deviceID)
+        }))))
+    }
+
+    func deleteDevice(_ input: Operations.DeleteDevice.Input) async throws -> Operations.DeleteDevice.Output {
+        let principal = try Authorization.require("profile:read")
+        let deviceID = input.path.deviceId
+        guard AuthService.validDeviceID(deviceID) else {
+            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
+        }
+        guard try await auth.identity.removeDevice(userID: principal.userID, deviceID: deviceID) else { throw APIError.notFound }
+        auth.logger.info("lost device reported", metadata: ["user_id": .string(principal.userID.uuidString)])
+        return .noContent(.init())
+    }
+}
+
+extension TokenPair {
+    var schema: Components.Schemas.TokenPair {
+        .init(
+            accessToken: accessToken, tokenType: .bearer, expiresIn: expiresIn, refreshToken: refreshToken,
+            refreshExpiresIn: refreshExpiresIn,
+            user: .init(id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName))
+    }
+}

@@ -1,0 +1,141 @@
+import Foundation
+import HTTPTypes
+import Logging
+
+/// A token pair as the contract returns it (DESIGN §4).
+struct TokenPair: Sendable, Equatable {
+    let accessToken: String
+    let expiresIn: Int
+    let refreshToken: String
+    let refreshExpiresIn: Int
+    let user: UserRecord
+}
+
+/// Login, refresh, logout and revocation: the identity capability behind the auth operations.
+struct AuthService: Sendable {
+    let configuration: AppConfiguration
+    let identity: IdentityRepository
+    let refreshTokens: RefreshTokenStore
+    let accessTokens: AccessTokens
+    let oidc: OIDCClient
+    let limiter: RateLimiter
+    let logger: Logger
+    static let loginLifetime: TimeInterval = 600
+
+    static func validDeviceID(_ id: String) -> Bool {
+        (8...128).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == 0x2E || byte == 0x5F || byte == 0x3A || byte == 0x2D
+        }
+    }
+
+    /// API-001: a one-time login with state, nonce and a PKCE verifier kept here; the app opens the URL.
+    func start(deviceID: String, redirectURI: String) async throws -> (url: String, state: String, expiresAt: Date) {
+        guard configuration.oidcRedirectURIs.contains(redirectURI) else {
+            throw APIError(.badRequest, "invalid_redirect_uri", "redirect_uri is not registered for this app.")
+        }
+        guard Self.validDeviceID(deviceID) else {
+            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
+        }
+        let state = SecureRandom.token()
+        let login = PendingLogin(nonce: SecureRandom.token(), codeVerifier: SecureRandom.token(), deviceID: deviceID, redirectURI: redirectURI)
+        let url = try await mapIdPErrors {
+            try await oidc.authorizationURL(
+                redirectURI: redirectURI, state: state, nonce: login.nonce,
+                codeChallenge: Digest.pkceChallenge(for: login.codeVerifier))
+        }
+        let expiresAt = try await identity.createLogin(state: state, login: login, lifetime: Self.loginLifetime)
+        return (url, state, expiresAt)
+    }
+
+    /// API-002: consumes the login once, exchanges the code, verifies the ID token, and signs the user in.
+    func callback(code: String, state: String) async throws -> TokenPair {
+        guard let login = try await identity.consumeLogin(state: state) else {
+            throw APIError(.badRequest, "invalid_state", "The login is unknown, expired or already used; start again.")
+        }
+        let claims = try await mapIdPErrors {
+            let idToken = try await oidc.exchange(code: code, redirectURI: login.redirectURI, codeVerifier: login.codeVerifier)
+            return try await oidc.verifyIDToken(idToken, nonce: login.nonce)
+        }
+        let user = try await identity.upsertUser(
+            issuer: oidc.issuer, subject: claims.sub.value, email: claims.email, displayName: claims.name)
+        try await identity.touchDevice(userID: user.id, deviceID: login.deviceID)
+        let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid)
+        logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
+        return try await pair(for: refresh, user: user)
+    }
+
+    /// API-003: one-time rotation, rate limited per family on top of the per-address limit.
+    func refresh(token: String, deviceID: String) async throws -> TokenPair {
+        guard token.utf8.count == 43, Base64URL.decode(token)?.count == 32 else {
+            throw APIError.validation("refresh_token", "must be 43 base64url characters")
+        }
+        guard Self.validDeviceID(deviceID) else {
+            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
+        }
+        guard let familyID = try await refreshTokens.family(of: token) else { throw RefreshRefusal.unknown.apiError }
+        let decision = try await limiter.limit(key: "refresh:family:\(familyID)", rate: 10, per: .seconds(60))
+        guard decision.allowed else {
+            let retryAfter = max(1, Int(decision.retryAfter.rounded(.up)))
+            throw APIError(.tooManyRequests, "rate_limited", "Too many refreshes for this session; retry after \(retryAfter) seconds.",
+                           headers: [.retryAfter: String(retryAfter)])
+        }
+        let issued: IssuedRefreshToken
+        do {
+            issued = try await refreshTokens.rotate(token, deviceID: deviceID)
+        } catch let refusal as RefreshRefusal {
+            throw refusal.apiError
+        }
+        guard let user = try await identity.user(id: issued.userID) else { throw RefreshRefusal.revoked.apiError }
+        try await identity.touchDevice(userID: user.id, deviceID: deviceID)
+        return try await pair(for: issued, user: user)
+    }
+
+    /// The AppJWT is derived from the refresh token it comes with (its `jti` and `iat`), so a replayed
+    /// rotation returns byte-identical tokens.
+    func pair(for refresh: IssuedRefreshToken, user: UserRecord, scopes: [String] = AccessTokens.allScopes) async throws -> TokenPair {
+        let tokenID = String(Base64URL.encode(Digest.sha256(refresh.token)).prefix(22))
+        let access = try await accessTokens.issue(
+            userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: scopes,
+            tokenID: tokenID, issuedAt: refresh.issuedAt)
+        let now = Date()
+        let accessLeft = Int(refresh.issuedAt.timeIntervalSince1970.rounded(.down)) + accessTokens.lifetime - Int(now.timeIntervalSince1970)
+        return TokenPair(
+            accessToken: access, expiresIn: max(0, accessLeft), refreshToken: refresh.token,
+            refreshExpiresIn: max(0, Int(refresh.expiresAt.timeIntervalSince(now))), user: user)
+    }
+
+    /// Back-channel logout: the IdP ended a session (by `sid`) or all of a user's sessions (by `sub`).
+    func backchannelLogout(_ logoutToken: String) async throws {
+        let claims: LogoutTokenClaims
+        do {
+            claims = try await oidc.verifyLogoutToken(logoutToken)
+        } catch let error as IdPRejected {
+            logger.notice("back-channel logout token refused", metadata: ["reason": .string(error.reason)])
+            throw APIError(.badRequest, "invalid_logout_token", "The logout token is not valid.")
+        } catch let error as IdPUnavailable {
+            throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider's keys could not be loaded: \(error.reason)")
+        }
+        var revoked = 0
+        if let subject = claims.sub?.value {
+            if let userID = try await identity.user(issuer: oidc.issuer, subject: subject) {
+                revoked = try await identity.revokeUser(userID: userID, idpSessionID: claims.sid, reason: "backchannel_logout")
+            }
+        } else if let sid = claims.sid {
+            revoked = try await identity.revokeIdpSession(issuer: oidc.issuer, idpSessionID: sid)
+        }
+        logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked)])
+    }
+
+    private func mapIdPErrors<T>(_ body: () async throws -> T) async throws -> T {
+        do {
+            return try await body()
+        } catch let error as IdPRejected {
+            logger.notice("identity provider refused the login", metadata: ["reason": .string(error.reason)])
+            throw APIError(.unauthorized, "idp_rejected", "The identity provider did not accept the login.")
+        } catch let error as IdPUnavailable {
+            logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
+            throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider is unavailable; retry shortly.")
+        }
+    }
+}

@@ -1,0 +1,65 @@
+import HTTPTypes
+import Hummingbird
+
+/// What the request's credentials say, decided once per request by `AuthenticationMiddleware`.
+public enum Authentication: Sendable {
+    case anonymous
+    case authenticated(Principal)
+    case invalid
+}
+
+extension APIError {
+    static func invalidToken(_ message: String = "The access token is missing, expired or invalid.") -> APIError {
+        APIError(.unauthorized, "invalid_token", message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+    }
+
+    static func insufficientScope(_ scope: String) -> APIError {
+        APIError(.forbidden, "insufficient_scope", "This operation needs the scope \(scope).",
+                 headers: [.wwwAuthenticate: "Bearer error=\"insufficient_scope\", scope=\"\(scope)\""])
+    }
+}
+
+/// `getAuthUser` of the requirements (§8.4): the Bearer header first; only when there is none, the
+/// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
+struct AuthenticationMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+    let tokens: AccessTokens
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        context.authentication = await authenticate(request)
+        return try await next(request, context)
+    }
+
+    func authenticate(_ request: Request) async -> Authentication {
+        let token: String
+        if let header = request.headers[.authorization] {
+            guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { return .invalid }
+            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        } else if let cookie = request.cookies["bff_session"]?.value, !cookie.isEmpty {
+            token = cookie
+        } else {
+            return .anonymous
+        }
+        do {
+            return .authenticated(try await tokens.verify(token))
+        } catch {
+            return .invalid
+        }
+    }
+}
+
+/// The check every protected operation starts with.
+enum Authorization {
+    static func require(_ scope: String) throws -> Principal {
+        switch AppRequestContext.current?.authentication ?? .anonymous {
+        case .anonymous:
+            throw APIError.invalidToken("A bearer access token is required.")
+        case .invalid:
+            throw APIError.invalidToken()
+        case .authenticated(let principal):
+            guard principal.scopes.contains(scope) else { throw APIError.insufficientScope(scope) }
+            return principal
+        }
+    }
+}

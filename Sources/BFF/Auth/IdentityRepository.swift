@@ -1,0 +1,206 @@
+import Foundation
+import PostgresNIO
+
+/// A one-time login between `/auth/start` and `/auth/callback`; the verifier never leaves the server.
+struct PendingLogin: Sendable {
+    let nonce: String
+    let codeVerifier: String
+    let deviceID: String
+    let redirectURI: String
+}
+
+struct UserRecord: Sendable, Equatable {
+    let id: UUID
+    let email: String?
+    let displayName: String?
+}
+
+struct DeviceRecord: Sendable, Equatable {
+    let deviceID: String
+    let model: String?
+    let osVersion: String?
+    let lastSeenAt: Date
+}
+
+/// Users, devices, one-time logins and session revocation. Every query of user data names the user.
+struct IdentityRepository: Sendable {
+    let database: Database
+
+    func createLogin(state: String, login: PendingLogin, lifetime: TimeInterval) async throws -> Date {
+        let stateHash = Digest.sha256(state)
+        return try await database.run { client in
+            let rows = try await client.query("""
+                INSERT INTO oidc_logins (state_hash, nonce, code_verifier, device_id, redirect_uri, expires_at)
+                VALUES (\(stateHash), \(login.nonce), \(login.codeVerifier), \(login.deviceID), \(login.redirectURI),
+                        now() + make_interval(secs => \(lifetime)))
+                RETURNING expires_at
+                """)
+            for try await expiresAt in rows.decode(Date.self) { return expiresAt }
+            throw DatabaseUnavailable(reason: "login insert returned no row")
+        }
+    }
+
+    /// Consumes a login exactly once: the row is deleted by the statement that reads it.
+    func consumeLogin(state: String) async throws -> PendingLogin? {
+        let stateHash = Digest.sha256(state)
+        return try await database.run { client in
+            let rows = try await client.query("""
+                DELETE FROM oidc_logins WHERE state_hash = \(stateHash)
+                RETURNING nonce, code_verifier, device_id, redirect_uri, expires_at > now()
+                """)
+            for try await (nonce, verifier, device, redirect, live) in rows.decode((String, String, String, String, Bool).self) {
+                return live ? PendingLogin(nonce: nonce, codeVerifier: verifier, deviceID: device, redirectURI: redirect) : nil
+            }
+            return nil
+        }
+    }
+
+    func purgeExpiredLogins() async throws {
+        try await database.run { client in
+            _ = try await client.query("DELETE FROM oidc_logins WHERE expires_at < now()")
+        }
+    }
+
+    /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.
+    func upsertUser(issuer: String, subject: String, email: String?, displayName: String?) async throws -> UserRecord {
+        try await database.run { client in
+            let rows = try await client.query("""
+                INSERT INTO users (issuer, subject, email, display_name) VALUES (\(issuer), \(subject), \(email), \(displayName))
+                ON CONFLICT (issuer, subject) DO UPDATE
+                    SET email = coalesce(excluded.email, users.email),
+                        display_name = coalesce(excluded.display_name, users.display_name),
+                        updated_at = now()
+                RETURNING id, email, display_name
+                """)
+            for try await (id, email, name) in rows.decode((UUID, String?, String?).self) {
+                return UserRecord(id: id, email: email, displayName: name)
+            }
+            throw DatabaseUnavailable(reason: "user upsert returned no row")
+        }
+    }
+
+    func user(id: UUID) async throws -> UserRecord? {
+        try await database.run { client in
+            let rows = try await client.query("SELECT id, email, display_name FROM users WHERE id = \(id)")
+            for try await (id, email, name) in rows.decode((UUID, String?, String?).self) {
+                return UserRecord(id: id, email: email, displayName: name)
+            }
+            return nil
+        }
+    }
+
+    func user(issuer: String, subject: String) async throws -> UUID? {
+        try await database.run { client in
+            let rows = try await client.query("SELECT id FROM users WHERE issuer = \(issuer) AND subject = \(subject)")
+            for try await id in rows.decode(UUID.self) { return id }
+            return nil
+        }
+    }
+
+    /// Records that `deviceID` is in use by `userID` now (a device signed in by another user moves to it).
+    func touchDevice(userID: UUID, deviceID: String) async throws {
+        try await database.run { client in
+            _ = try await client.query("""
+                INSERT INTO devices (device_id, user_id, last_seen_at) VALUES (\(deviceID), \(userID), now())
+                ON CONFLICT (device_id) DO UPDATE SET user_id = excluded.user_id, last_seen_at = now()
+                """)
+        }
+    }
+
+    func devices(userID: UUID) async throws -> [DeviceRecord] {
+        try await database.run { client in
+            let rows = try await client.query("""
+                SELECT device_id, model, os_version, last_seen_at FROM devices
+                WHERE user_id = \(userID) ORDER BY last_seen_at DESC, device_id
+                """)
+            var devices: [DeviceRecord] = []
+            for try await (id, model, os, seen) in rows.decode((String, String?, String?, Date).self) {
+                devices.append(DeviceRecord(deviceID: id, model: model, osVersion: os, lastSeenAt: seen))
+            }
+            return devices
+        }
+    }
+
+    /// A lost-device report: the user's device row, its push tokens and every session on it go;
+    /// false when the user has no such device (another user's device is left untouched).
+    func removeDevice(userID: UUID, deviceID: String) async throws -> Bool {
+        try await database.run { client in
+            try await client.withTransaction(logger: database.logger) { connection in
+                let deleted = try await connection.query(
+                    "DELETE FROM devices WHERE device_id = \(deviceID) AND user_id = \(userID) RETURNING device_id",
+                    logger: database.logger)
+                var found = false
+                for try await _ in deleted { found = true }
+                guard found else { return false }
+                _ = try await connection.query(
+                    "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
+                _ = try await connection.query("""
+                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'lost_device'
+                    WHERE user_id = \(userID) AND device_id = \(deviceID) AND revoked_at IS NULL
+                    """, logger: database.logger)
+                return true
+            }
+        }
+    }
+
+    /// Manual logout: this session's family, and the push tokens of its device.
+    func logout(userID: UUID, familyID: UUID, deviceID: String) async throws {
+        try await database.run { client in
+            try await client.withTransaction(logger: database.logger) { connection in
+                _ = try await connection.query("""
+                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'logout'
+                    WHERE id = \(familyID) AND user_id = \(userID) AND revoked_at IS NULL
+                    """, logger: database.logger)
+                _ = try await connection.query(
+                    "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
+            }
+        }
+    }
+
+    /// Revokes the live families of a user (optionally only those of one IdP session); returns how many.
+    @discardableResult
+    func revokeUser(userID: UUID, idpSessionID: String? = nil, reason: String) async throws -> Int {
+        try await database.run { client in
+            let rows = try await client.query("""
+                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+                WHERE user_id = \(userID) AND revoked_at IS NULL
+                  AND (\(idpSessionID)::text IS NULL OR idp_sid = \(idpSessionID))
+                RETURNING id
+                """)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    /// Revokes every live family of the IdP session `sid` of `issuer` (back-channel logout without `sub`).
+    @discardableResult
+    func revokeIdpSession(issuer: String, idpSessionID: String) async throws -> Int {
+        try await database.run { client in
+            let rows = try await client.query("""
+                UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
+                FROM users u
+                WHERE u.id = f.user_id AND u.issuer = \(issuer) AND f.idp_sid = \(idpSessionID) AND f.revoked_at IS NULL
+                RETURNING f.id
+                """)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    /// Operator revocation of one device's sessions, whoever owns it.
+    @discardableResult
+    func revokeDevice(deviceID: String, reason: String) async throws -> Int {
+        try await database.run { client in
+            let rows = try await client.query("""
+                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+                WHERE device_id = \(deviceID) AND revoked_at IS NULL
+                RETURNING id
+                """)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+}

@@ -1,0 +1,292 @@
+import AsyncHTTPClient
+import Foundation
+import JWTKit
+import Logging
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
+
+/// The IdP refused (a bad or replayed code, a token that fails verification): 401 `idp_rejected`.
+struct IdPRejected: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "identity provider rejected: \(reason)" }
+}
+
+/// The IdP could not be reached or answered with a server error: 503 `idp_unavailable`.
+struct IdPUnavailable: Error, CustomStringConvertible {
+    let reason: String
+    var description: String { "identity provider unavailable: \(reason)" }
+}
+
+/// The claims of an ID token (OpenID Connect Core §2) this server reads.
+struct IDTokenClaims: JWTPayload {
+    let iss: IssuerClaim
+    let sub: SubjectClaim
+    let aud: AudienceClaim
+    let exp: ExpirationClaim
+    let iat: IssuedAtClaim
+    let nonce: String?
+    let email: String?
+    let name: String?
+    let sid: String?
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}
+
+/// A back-channel logout token (OpenID Connect Back-Channel Logout 1.0 §2.4).
+struct LogoutTokenClaims: JWTPayload {
+    let iss: IssuerClaim
+    let aud: AudienceClaim
+    let iat: IssuedAtClaim
+    let exp: ExpirationClaim?
+    let jti: IDClaim
+    let events: [String: JSONObjectPlaceholder]
+    let sub: SubjectClaim?
+    let sid: String?
+    let nonce: String?
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}
+
+/// Any JSON object; the logout event's member is `{}` and its content is not read.
+struct JSONObjectPlaceholder: Codable, Sendable {
+    init(from decoder: any Decoder) throws {}
+    func encode(to encoder: any Encoder) throws {}
+}
+
+/// An OpenID Connect relying party: discovery (cached), the JWKS (re-fetched on an unknown `kid`, at most
+/// once a minute), the code exchange with PKCE, and ID/logout token verification for RS256 and ES256.
+final class OIDCClient: Sendable {
+    struct Metadata: Decodable, Sendable {
+        let issuer: String
+        let authorizationEndpoint: String
+        let tokenEndpoint: String
+        let jwksURI: String
+
+        enum CodingKeys: String, CodingKey {
+            case issuer
+            case authorizationEndpoint = "authorization_endpoint"
+            case tokenEndpoint = "token_endpoint"
+            case jwksURI = "jwks_uri"
+        }
+    }
+
+    private struct KeySet: Sendable {
+        let keys: JWTKeyCollection
+        let keyIDs: Set<String>
+        let fetchedAt: ContinuousClock.Instant
+    }
+
+    let issuer: String
+    let clientID: String
+    let clientSecret: String?
+    private let http: HTTPClient
+    private let timeout: TimeAmount = .seconds(5)
+    private let metadataCache = NIOLockedValueBox<(Metadata, ContinuousClock.Instant)?>(nil)
+    private let keySet = NIOLockedValueBox<KeySet?>(nil)
+    static let jwksRefetchInterval: Duration = .seconds(60)
+    static let metadataLifetime: Duration = .seconds(3600)
+    static let leeway: TimeInterval = 60
+
+    init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared) {
+        var text = issuer.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        self.issuer = text
+        self.clientID = clientID
+        self.clientSecret = clientSecret
+        self.http = http
+    }
+
+    func metadata() async throws -> Metadata {
+        if let (cached, at) = metadataCache.withLockedValue({ $0 }), ContinuousClock.now - at < Self.metadataLifetime {
+            return cached
+        }
+        let metadata: Metadata = try await getJSON("\(issuer)/.well-known/openid-configuration")
+        guard metadata.issuer == issuer else {
+            throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
+        }
+        metadataCache.withLockedValue { $0 = (metadata, ContinuousClock.now) }
+        return metadata
+    }
+
+    /// The authorization request URL of the code flow with PKCE S256.
+    func authorizationURL(redirectURI: String, state: String, nonce: String, codeChallenge: String) async throws -> String {
+        let metadata = try await metadata()
+        guard var components = URLComponents(string: metadata.authorizationEndpoint) else {
+            throw IdPUnavailable(reason: "authorization endpoint is not a URL")
+        }
+        components.queryItems = (components.queryItems ?? []) + [
+            URLQueryItem(name: "response_type", value: "code"),
+            URLQueryItem(name: "client_id", value: clientID),
+            URLQueryItem(name: "redirect_uri", value: redirectURI),
+            URLQueryItem(name: "scope", value: "openid profile email"),
+            URLQueryItem(name: "state", value: state),
+            URLQueryItem(name: "nonce", value: nonce),
+            URLQueryItem(name: "code_challenge", value: codeChallenge),
+            URLQueryItem(name: "code_challenge_method", value: "S256"),
+        ]
+        // '+' is legal in a query but read as a space by form decoders.
+        components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
+        guard let url = components.string else { throw IdPUnavailable(reason: "authorization URL could not be built") }
+        return url
+    }
+
+    /// Exchanges the code at the token endpoint (client_secret_basic when a secret is configured) and returns the ID token.
+    func exchange(code: String, redirectURI: String, codeVerifier: String) async throws -> String {
+        let metadata = try await metadata()
+        var form = URLComponents()
+        var items = [
+            URLQueryItem(name: "grant_type", value: "authorization_code"),
+            URLQueryItem(name: "code", value: code),
+            URLQueryItem(name: "redirect_uri", value: redirectURI),
+            URLQueryItem(name: "code_verifier", value: codeVerifier),
+        ]
+        var request = HTTPClientRequest(url: metadata.tokenEndpoint)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+        request.headers.add(name: "Accept", value: "application/json")
+        if let clientSecret {
+            let credentials = "\(Self.formEncode(clientID)):\(Self.formEncode(clientSecret))"
+            request.headers.add(name: "Authorization", value: "Basic \(Data(credentials.utf8).base64EncodedString())")
+        } else {
+            items.append(URLQueryItem(name: "client_id", value: clientID))
+        }
+        form.queryItems = items
+        let body = (form.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
+        request.body = .bytes(ByteBuffer(string: body))
+
+        let response: HTTPClientResponse
+        let bytes: ByteBuffer
+        do {
+            response = try await http.execute(request, timeout: timeout)
+            bytes = try await response.body.collect(upTo: 1 << 20)
+        } catch {
+            throw IdPUnavailable(reason: "token endpoint: \(error)")
+        }
+        switch response.status.code {
+        case 200..<300:
+            struct TokenResponse: Decodable { let id_token: String? }
+            guard let decoded = try? JSONDecoder().decode(TokenResponse.self, from: Data(buffer: bytes)),
+                  let idToken = decoded.id_token
+            else { throw IdPRejected(reason: "token response has no id_token") }
+            return idToken
+        case 400..<500:
+            throw IdPRejected(reason: "token endpoint answered \(response.status.code)")
+        default:
+            throw IdPUnavailable(reason: "token endpoint answered \(response.status.code)")
+        }
+    }
+
+    /// Verifies an ID token: signature (RS256/ES256) against the JWKS, `iss`, `aud`, `exp` (60 s leeway),
+    /// `iat` not in the future and `nonce`.
+    func verifyIDToken(_ token: String, nonce: String, now: Date = Date()) async throws -> IDTokenClaims {
+        let claims: IDTokenClaims = try await verifySignature(token)
+        try checkCommon(iss: claims.iss.value, aud: claims.aud.value, iat: claims.iat.value, now: now)
+        guard claims.exp.value.addingTimeInterval(Self.leeway) > now else { throw IdPRejected(reason: "id token expired") }
+        guard claims.nonce == nonce else { throw IdPRejected(reason: "nonce mismatch") }
+        return claims
+    }
+
+    /// Verifies a logout token (Back-Channel Logout 1.0 §2.6).
+    func verifyLogoutToken(_ token: String, now: Date = Date()) async throws -> LogoutTokenClaims {
+        let claims: LogoutTokenClaims = try await verifySignature(token)
+        try checkCommon(iss: claims.iss.value, aud: claims.aud.value, iat: claims.iat.value, now: now)
+        if let exp = claims.exp, exp.value.addingTimeInterval(Self.leeway) <= now { throw IdPRejected(reason: "logout token expired") }
+        guard claims.events["http://schemas.openid.net/event/backchannel-logout"] != nil else {
+            throw IdPRejected(reason: "logout token lacks the back-channel logout event")
+        }
+        guard claims.nonce == nil else { throw IdPRejected(reason: "logout token carries a nonce") }
+        guard claims.sub != nil || claims.sid != nil else { throw IdPRejected(reason: "logout token has neither sub nor sid") }
+        guard !claims.jti.value.isEmpty else { throw IdPRejected(reason: "logout token has no jti") }
+        return claims
+    }
+
+    private func checkCommon(iss: String, aud: [String], iat: Date, now: Date) throws {
+        guard iss == issuer else { throw IdPRejected(reason: "issuer mismatch") }
+        guard aud.contains(clientID) else { throw IdPRejected(reason: "audience mismatch") }
+        guard iat <= now.addingTimeInterval(Self.leeway) else { throw IdPRejected(reason: "issued in the future") }
+    }
+
+    private func verifySignature<Claims: JWTPayload>(_ token: String) async throws -> Claims {
+        guard let header = JOSEHeader(token: token), let alg = header.alg, ["RS256", "ES256"].contains(alg) else {
+            throw IdPRejected(reason: "unsupported token algorithm")
+        }
+        var keys = try await currentKeys(refreshIfMissing: header.kid)
+        if let kid = header.kid, !keys.keyIDs.contains(kid) {
+            keys = try await currentKeys(refreshIfMissing: kid)
+            guard keys.keyIDs.contains(kid) else { throw IdPRejected(reason: "unknown signing key") }
+        }
+        do {
+            return try await keys.keys.verify(token, as: Claims.self)
+        } catch {
+            throw IdPRejected(reason: "signature: \(error)")
+        }
+    }
+
+    /// The cached JWKS, fetched when absent or, for an unknown `kid`, when the last fetch is over a minute old.
+    private func currentKeys(refreshIfMissing kid: String?) async throws -> KeySet {
+        if let cached = keySet.withLockedValue({ $0 }) {
+            let known = kid.map { cached.keyIDs.contains($0) } ?? true
+            if known || ContinuousClock.now - cached.fetchedAt < Self.jwksRefetchInterval { return cached }
+        }
+        let metadata = try await metadata()
+        let json: String = try await getText(metadata.jwksURI)
+        struct KeyIDs: Decodable { struct Key: Decodable { let kid: String? }; let keys: [Key] }
+        guard let parsed = try? JSONDecoder().decode(KeyIDs.self, from: Data(json.utf8)) else {
+            throw IdPUnavailable(reason: "JWKS is not valid JSON")
+        }
+        let collection = JWTKeyCollection()
+        do {
+            try await collection.add(jwksJSON: json)
+        } catch {
+            throw IdPUnavailable(reason: "JWKS could not be loaded: \(error)")
+        }
+        let fresh = KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)), fetchedAt: .now)
+        keySet.withLockedValue { $0 = fresh }
+        return fresh
+    }
+
+    private func getJSON<T: Decodable>(_ url: String) async throws -> T {
+        let text = try await getText(url)
+        do {
+            return try JSONDecoder().decode(T.self, from: Data(text.utf8))
+        } catch {
+            throw IdPUnavailable(reason: "\(url) answered unexpected JSON")
+        }
+    }
+
+    private func getText(_ url: String) async throws -> String {
+        var request = HTTPClientRequest(url: url)
+        request.headers.add(name: "Accept", value: "application/json")
+        do {
+            let response = try await http.execute(request, timeout: timeout)
+            guard response.status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(response.status.code)") }
+            return String(buffer: try await response.body.collect(upTo: 1 << 20))
+        } catch let error as IdPUnavailable {
+            throw error
+        } catch {
+            throw IdPUnavailable(reason: "\(url): \(error)")
+        }
+    }
+
+    /// RFC 6749 §2.3.1: client credentials are form-encoded before Basic encoding.
+    private static func formEncode(_ text: String) -> String {
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: allowed) ?? text
+    }
+}
+
+/// The JOSE header fields read before choosing a key.
+struct JOSEHeader: Decodable {
+    let alg: String?
+    let kid: String?
+
+    init?(token: String) {
+        guard let dot = token.firstIndex(of: "."), token.utf8.count <= 16_384,
+              let bytes = Base64URL.decode(String(token[..<dot])),
+              let header = try? JSONDecoder().decode(JOSEHeader.self, from: Data(bytes))
+        else { return nil }
+        self = header
+    }
+}

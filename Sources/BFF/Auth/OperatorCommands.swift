@@ -1,0 +1,50 @@
+import Foundation
+
+/// Operator tools behind `bff auth …`: a real token pair for support and contract tests, and
+/// revocation for a suspected leak.
+extension Commands {
+    public struct IssuedPair: Sendable {
+        public let accessToken: String
+        public let refreshToken: String
+        public let json: String
+    }
+
+    /// Signs a pair for `userID` on `deviceID`; a user unknown to this database is created as an
+    /// operator-made account (issuer `urn:bff:operator`) so tests can start from an empty database.
+    public static func issueToken(environment: [String: String], userID: UUID, deviceID: String, scopes: [String]) async throws -> IssuedPair {
+        guard AuthService.validDeviceID(deviceID) else {
+            throw ConfigurationError("--device", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
+        }
+        let unknown = scopes.filter { !AccessTokens.allScopes.contains($0) }
+        guard unknown.isEmpty else { throw ConfigurationError("--scope", "names unknown scopes \(unknown)") }
+        let dependencies = try await AppDependencies(
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning))
+        let auth = dependencies.authService
+        let pair = try await withDatabase(dependencies.database.client) { client in
+            _ = try await client.query("""
+                INSERT INTO users (id, issuer, subject) VALUES (\(userID), 'urn:bff:operator', \(userID.uuidString.lowercased()))
+                ON CONFLICT (id) DO NOTHING
+                """)
+            guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
+            try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
+            let refresh = try await auth.refreshTokens.startFamily(userID: userID, deviceID: deviceID, idpSessionID: nil)
+            return try await auth.pair(for: refresh, user: user, scopes: scopes)
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        let json = String(decoding: try encoder.encode(pair.schema), as: UTF8.self)
+        return IssuedPair(accessToken: pair.accessToken, refreshToken: pair.refreshToken, json: json)
+    }
+
+    /// Revokes every session of a user or of a device; returns how many families were revoked.
+    public static func revoke(environment: [String: String], userID: UUID?, deviceID: String?) async throws -> Int {
+        let dependencies = try await AppDependencies(
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning))
+        let identity = IdentityRepository(database: dependencies.database)
+        return try await withDatabase(dependencies.database.client) { _ in
+            if let userID { return try await identity.revokeUser(userID: userID, reason: "operator") }
+            if let deviceID { return try await identity.revokeDevice(deviceID: deviceID, reason: "operator") }
+            return 0
+        }
+    }
+}

@@ -1,0 +1,23 @@
+import Crypto
+import Foundation
+
+/// Secrets for the login flow and refresh tokens: CSPRNG bytes, base64url without padding.
+enum SecureRandom {
+    /// 256 random bits as 43 base64url characters.
+    static func token() -> String {
+        let key = SymmetricKey(size: .bits256)
+        return key.withUnsafeBytes { Base64URL.encode($0) }
+    }
+}
+
+enum Digest {
+    /// As `Data`, which binds as `bytea` (a `[UInt8]` would bind as a `"char"[]` array).
+    static func sha256(_ text: String) -> Data {
+        Data(SHA256.hash(data: Data(text.utf8)))
+    }
+
+    /// PKCE S256 (RFC 7636 §4.2): base64url(SHA-256(ASCII(verifier))).
+    static func pkceChallenge(for verifier: String) -> String {
+        Base64URL.encode(SHA256.hash(data: Data(verifier.utf8)))
+    }
+}

@@ -1,0 +1,152 @@
+import Crypto
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import Testing
+@testable import BFF
+
+@Suite("AppJWT")
+struct AccessTokenTests {
+    static let k1 = [UInt8](repeating: 9, count: 32)
+    static let k2 = [UInt8](repeating: 7, count: 32)
+
+    func tokens(_ ring: String = TestEnvironment.jwtKeys) async throws -> AccessTokens {
+        await AccessTokens(keyRing: try JWTKeyRing(parsing: ring), issuer: "bff", audience: "mobile", lifetime: 900)
+    }
+
+    /// A token with any header and claims, HMAC-signed with `secret` (or unsigned).
+    static func forge(header: [String: Any], claims: [String: Any], secret: [UInt8]? = k2) throws -> String {
+        let h = Base64URL.encode(try JSONSerialization.data(withJSONObject: header, options: .sortedKeys))
+        let c = Base64URL.encode(try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys))
+        guard let secret else { return "\(h).\(c)." }
+        let mac = HMAC<SHA256>.authenticationCode(for: Data("\(h).\(c)".utf8), using: SymmetricKey(data: secret))
+        return "\(h).\(c).\(Base64URL.encode(mac))"
+    }
+
+    static func validClaims(now: Date = Date()) -> [String: Any] {
+        [
+            "iss": "bff", "aud": "mobile", "sub": UUID().uuidString.lowercased(), "iat": Int(now.timeIntervalSince1970),
+            "exp": Int(now.timeIntervalSince1970) + 900, "jti": "jti-1", "scope": "profile:read chat:rw",
+            "did": "device-0001", "sid": UUID().uuidString.lowercased(),
+        ]
+    }
+
+    @Test("a signed token verifies into its principal; tokens are a pure function of their claims")
+    func roundTrip() async throws {
+        let tokens = try await tokens()
+        let user = UUID(), family = UUID()
+        let issuedAt = Date()
+        let token = try await tokens.issue(
+            userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw"], tokenID: "t1", issuedAt: issuedAt)
+        let again = try await tokens.issue(
+            userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw"], tokenID: "t1", issuedAt: issuedAt)
+        #expect(token == again)
+        let principal = try await tokens.verify(token)
+        #expect(principal.userID == user && principal.familyID == family && principal.deviceID == "device-0001")
+        #expect(principal.scopes == ["chat:rw"])
+        #expect(JOSEHeader(token: token)?.kid == "k2")
+        #expect(JOSEHeader(token: token)?.alg == "HS256")
+    }
+
+    @Test("the second key of the ring still verifies (rotation by prepending a key)")
+    func secondKeyVerifies() async throws {
+        let old = try await tokens("k1:" + Base64URL.encode(Self.k1))
+        let token = try await old.issue(
+            userID: UUID(), deviceID: "device-0001", familyID: UUID(), scopes: ["chat:rw"], tokenID: "t", issuedAt: Date())
+        let rotated = try await tokens()
+        _ = try await rotated.verify(token)
+        let dropped = try await tokens("k3:" + Base64URL.encode([UInt8](repeating: 3, count: 32)))
+        await #expect(throws: InvalidAccessToken.self) { try await dropped.verify(token) }
+    }
+
+    @Test("rejected: any algorithm but HS256, unknown kid, bad signature, expired, future iat, wrong iss or aud, missing claim, malformed",
+          arguments: [
+            "alg none", "alg HS512", "alg RS256", "no kid", "unknown kid", "bad signature", "expired", "iat in the future",
+            "wrong iss", "wrong aud", "missing did", "missing exp", "not a uuid sub", "garbage", "two parts",
+          ])
+    func rejections(_ variant: String) async throws {
+        let tokens = try await tokens()
+        var header: [String: Any] = ["alg": "HS256", "typ": "JWT", "kid": "k2"]
+        var claims = Self.validClaims()
+        var secret: [UInt8]? = Self.k2
+        let now = Int(Date().timeIntervalSince1970)
+        switch variant {
+        case "alg none": header["alg"] = "none"; secret = nil
+        case "alg HS512": header["alg"] = "HS512"
+        case "alg RS256": header["alg"] = "RS256"
+        case "no kid": header["kid"] = nil
+        case "unknown kid": header["kid"] = "k9"
+        case "bad signature": secret = [UInt8](repeating: 1, count: 32)
+        case "expired": claims["iat"] = now - 1000; claims["exp"] = now - 100
+        case "iat in the future": claims["iat"] = now + 120; claims["exp"] = now + 1000
+        case "wrong iss": claims["iss"] = "someone-else"
+        case "wrong aud": claims["aud"] = "web"
+        case "missing did": claims["did"] = nil
+        case "missing exp": claims["exp"] = nil
+        case "not a uuid sub": claims["sub"] = "admin"
+        default: break
+        }
+        var token = try Self.forge(header: header, claims: claims, secret: secret)
+        if variant == "garbage" { token = "not-a-token" }
+        if variant == "two parts" { token = token.split(separator: ".").prefix(2).joined(separator: ".") }
+        await #expect(throws: InvalidAccessToken.self) { try await tokens.verify(token) }
+    }
+
+    @Test("a control: the forged-token helper makes tokens that verify when nothing is bent")
+    func forgedControl() async throws {
+        let token = try Self.forge(header: ["alg": "HS256", "typ": "JWT", "kid": "k2"], claims: Self.validClaims())
+        _ = try await tokens().verify(token)
+    }
+}
+
+@Suite("Authentication over HTTP")
+struct AuthenticationHTTPTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    func issue(scopes: [String] = AccessTokens.allScopes) async throws -> Commands.IssuedPair {
+        try await Commands.issueToken(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]),
+            userID: UUID(), deviceID: "device-http-1", scopes: scopes)
+    }
+
+    @Test("401 invalid_token with WWW-Authenticate for a missing or bad token; 403 insufficient_scope without the scope")
+    func unauthorizedAndForbidden() async throws {
+        let full = try await issue()
+        let chatOnly = try await issue(scopes: ["chat:rw"])
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let missing = try await client.execute(uri: "/api/v1/me", method: .get)
+            #expect(missing.status == .unauthorized && missing.errorCode == "invalid_token")
+            #expect(missing.headers[.wwwAuthenticate] == "Bearer error=\"invalid_token\"")
+            let bad = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer x.y.z"])
+            #expect(bad.status == .unauthorized && bad.errorCode == "invalid_token")
+            let basic = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Basic abc"])
+            #expect(basic.status == .unauthorized)
+            let forbidden = try await client.execute(
+                uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(chatOnly.accessToken)"])
+            #expect(forbidden.status == .forbidden && forbidden.errorCode == "insufficient_scope")
+            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(full.accessToken)"])
+            #expect(me.status == .ok)
+            #expect(me.json["plan"] as? String == "free")
+            #expect(me.json["subscription"] == nil || me.json["subscription"] is NSNull)
+        }
+    }
+
+    @Test("the bff_session cookie works when there is no Bearer header; a present Bearer header alone decides")
+    func cookieFallbackAndBearerPriority() async throws {
+        let pair = try await issue()
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let cookie = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.cookie: "bff_session=\(pair.accessToken)"])
+            #expect(cookie.status == .ok)
+            let both = try await client.execute(uri: "/api/v1/me", method: .get, headers: [
+                .authorization: "Bearer invalid.token.here", .cookie: "bff_session=\(pair.accessToken)",
+            ])
+            #expect(both.status == .unauthorized)
+        }
+    }
+}

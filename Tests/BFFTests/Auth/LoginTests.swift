@@ -1,0 +1,297 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import NIOCore
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("OIDC login")
+struct LoginTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    static let redirect = "com.example.app:/oauth/callback"
+
+    @Test("PKCE S256 matches RFC 7636 appendix B")
+    func pkceVector() {
+        #expect(Digest.pkceChallenge(for: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk") == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+    }
+
+    @Test("the whole login through the running oidc-provider-mock: start → authorize → callback → /me → refresh → logout; nothing secret is logged")
+    func endToEnd() async throws {
+        let logs = LogCapture()
+        let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_CLIENT_SECRET": "s3cret-client"], logs: logs)
+        let observed = try await app.test(.live) { client -> [String] in
+            var secrets: [String] = []
+            let start = try await client.execute(
+                uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)", method: .get)
+            #expect(start.status == .ok, "\(start.text)")
+            let authorizationURL = try #require(start.json["authorization_url"] as? String)
+            let state = try #require(start.json["state"] as? String)
+            secrets.append(state)
+            let verifiers = try await pendingVerifiers()
+            #expect(verifiers.count == 1 && verifiers[0].count == 43)
+            secrets += verifiers
+            let query = Dictionary(uniqueKeysWithValues: (URLComponents(string: authorizationURL)?.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+            #expect(query["response_type"] == "code" && query["client_id"] == "bff-tests")
+            #expect(query["redirect_uri"] == Self.redirect && query["scope"] == "openid profile email")
+            #expect(query["state"] == state && query["code_challenge_method"] == "S256")
+            #expect((query["code_challenge"]?.count ?? 0) == 43 && (query["nonce"]?.count ?? 0) >= 22)
+
+            // The student signs in at the provider (its form takes a subject).
+            var authorize = HTTPClientRequest(url: authorizationURL)
+            authorize.method = .POST
+            authorize.headers.add(name: "Content-Type", value: "application/x-www-form-urlencoded")
+            authorize.body = .bytes(ByteBuffer(string: "sub=student-e2e&action=allow"))
+            let response = try await HTTPClient.shared.execute(authorize, timeout: .seconds(10))
+            #expect(response.status.code == 302)
+            let location = try #require(response.headers.first(name: "Location"))
+            let back = Dictionary(uniqueKeysWithValues: (URLComponents(string: location)?.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+            #expect(back["state"] == state)
+            let code = try #require(back["code"])
+            secrets.append(code)
+
+            let callback = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
+            #expect(callback.status == .ok, "\(callback.text)")
+            let access = try #require(callback.json["access_token"] as? String)
+            let refresh = try #require(callback.json["refresh_token"] as? String)
+            secrets += [access, refresh]
+            #expect(callback.json["expires_in"] as? Int ?? 0 > 800)
+            #expect(callback.json["refresh_expires_in"] as? Int ?? 0 > 2_500_000)
+
+            let again = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
+            #expect(again.status == .badRequest && again.errorCode == "invalid_state")
+
+            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(access)"])
+            #expect(me.status == .ok)
+            #expect(me.json["email"] as? String == "student-e2e")
+
+            let devices = try await client.execute(uri: "/api/v1/devices", method: .get, headers: [.authorization: "Bearer \(access)"])
+            let items = devices.json["items"] as? [[String: Any]] ?? []
+            #expect(items.count == 1 && items.first?["device_id"] as? String == "iphone-e2e-01" && items.first?["current"] as? Bool == true)
+
+            let rotated = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"refresh_token":"\#(refresh)","device_id":"iphone-e2e-01"}"#))
+            #expect(rotated.status == .ok)
+            let newRefresh = try #require(rotated.json["refresh_token"] as? String)
+            secrets.append(newRefresh)
+
+            let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(access)"])
+            #expect(logout.status == .noContent)
+            let afterLogout = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"refresh_token":"\#(newRefresh)","device_id":"iphone-e2e-01"}"#))
+            #expect(afterLogout.errorCode == "session_revoked")
+            return secrets
+        }
+        let secrets = ["s3cret-client"] + observed
+        #expect(secrets.count == 7)
+        #expect(try await pendingVerifiers().isEmpty, "the login was consumed")
+        let everything = logs.all.joined()
+        #expect(!logs.all.isEmpty)
+        for secret in secrets {
+            #expect(!everything.contains(secret), "a secret appeared in the logs")
+        }
+    }
+
+    /// The PKCE verifiers of logins not consumed yet (the server's only copy).
+    private func pendingVerifiers() async throws -> [String] {
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
+        return try await Commands.withDatabase(client) { client in
+            let rows = try await client.query("SELECT code_verifier FROM oidc_logins")
+            var verifiers: [String] = []
+            for try await verifier in rows.decode(String.self) { verifiers.append(verifier) }
+            return verifiers
+        }
+    }
+
+    @Test("start refuses an unregistered redirect_uri (400) and a malformed device_id (422); unknown state is 400")
+    func startAndCallbackValidation() async throws {
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let redirect = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=https://evil.example/cb", method: .get)
+            #expect(redirect.status == .badRequest && redirect.errorCode == "invalid_redirect_uri")
+            let device = try await client.execute(uri: "/api/v1/auth/start?device_id=short&redirect_uri=\(Self.redirect)", method: .get)
+            #expect(device.status == .unprocessableContent && device.errorCode == "validation_failed")
+            let state = try await client.execute(uri: "/api/v1/auth/callback?code=abc&state=never-issued", method: .get)
+            #expect(state.status == .badRequest && state.errorCode == "invalid_state")
+        }
+    }
+}
+
+@Suite("ID and logout tokens")
+struct IDTokenTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    private func client(_ idp: LocalIdP, clientID: String = "bff-tests") -> OIDCClient {
+        OIDCClient(issuer: URL(string: idp.issuer)!, clientID: clientID, clientSecret: nil)
+    }
+
+    @Test("refused: wrong nonce, wrong audience, expired, signed by a key outside the JWKS, issuer mismatch; accepted when all hold",
+          arguments: ["wrong nonce", "wrong audience", "expired", "unpublished key", "issuer mismatch", "future iat", "valid"])
+    func refusals(_ variant: String) async throws {
+        try await LocalIdP().serve { idp in
+            var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-123")
+            var published = true
+            switch variant {
+            case "wrong nonce": claims.nonce = "n-other"
+            case "wrong audience": claims.aud = "someone-else"
+            case "expired": claims.exp = .init(value: Date().addingTimeInterval(-120)); claims.iat = .init(value: Date().addingTimeInterval(-600))
+            case "unpublished key": published = false
+            case "issuer mismatch": claims.iss = "https://evil.example"
+            case "future iat": claims.iat = .init(value: Date().addingTimeInterval(300))
+            default: break
+            }
+            let token = try await idp.sign(claims, withPublishedKey: published)
+            if variant == "valid" {
+                let verified = try await client(idp).verifyIDToken(token, nonce: "n-123")
+                #expect(verified.sub.value == "student-42")
+            } else {
+                await #expect(throws: IdPRejected.self) { try await client(idp).verifyIDToken(token, nonce: "n-123") }
+            }
+        }
+    }
+
+    @Test("the callback through a provider of the test's own: client_secret_basic, user upserted, refusal is 401 idp_rejected")
+    func callbackWithLocalProvider() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: [
+                "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
+            ])
+            try await app.test(.live) { client in
+                let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
+                let url = try #require(start.json["authorization_url"] as? String)
+                let state = try #require(start.json["state"] as? String)
+                let nonce = URLComponents(string: url)?.queryItems?.first { $0.name == "nonce" }?.value
+                idp.nextIDToken.withLockedValue { $0 = nil }
+                _ = idp
+                let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: nonce))
+                idp.nextIDToken.withLockedValue { $0 = token }
+                let callback = try await client.execute(uri: "/api/v1/auth/callback?code=code-1&state=\(state)", method: .get)
+                #expect(callback.status == .ok, "\(callback.text)")
+                let user = callback.json["user"] as? [String: Any]
+                #expect(user?["email"] as? String == "student42@example.com" && user?["display_name"] as? String == "Student 42")
+                let request = try #require(idp.tokenRequests.withLockedValue { $0.last })
+                #expect(request.authorization == "Basic " + Data("bff-tests:local-secret".utf8).base64EncodedString())
+                #expect(request.form.contains("code_verifier=") && request.form.contains("grant_type=authorization_code"))
+
+                // A code the provider refuses.
+                let second = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
+                let secondState = try #require(second.json["state"] as? String)
+                idp.nextIDToken.withLockedValue { $0 = nil }
+                let refused = try await client.execute(uri: "/api/v1/auth/callback?code=bad&state=\(secondState)", method: .get)
+                #expect(refused.status == .unauthorized && refused.errorCode == "idp_rejected")
+            }
+        }
+    }
+
+    @Test("an unreachable provider is 503 idp_unavailable")
+    func unreachable() async throws {
+        let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": "http://127.0.0.1:9"])
+        try await app.test(.live) { client in
+            let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
+            #expect(start.status == .serviceUnavailable && start.errorCode == "idp_unavailable")
+        }
+    }
+
+    @Test("back-channel logout: a valid logout token revokes the user's sessions; an invalid one is 400 and changes nothing")
+    func backchannelLogout() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            try await app.test(.live) { client in
+                let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-5678&redirect_uri=\(LoginTests.redirect)", method: .get)
+                let state = try #require(start.json["state"] as? String)
+                let nonce = URLComponents(string: start.json["authorization_url"] as? String ?? "")?.queryItems?.first { $0.name == "nonce" }?.value
+                var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: nonce)
+                claims.sub = "student-bcl"
+                idp.nextIDToken.withLockedValue { $0 = nil }
+                let idToken = try await idp.sign(claims)
+                idp.nextIDToken.withLockedValue { $0 = idToken }
+                let login = try await client.execute(uri: "/api/v1/auth/callback?code=c&state=\(state)", method: .get)
+                let refresh = try #require(login.json["refresh_token"] as? String)
+
+                var withNonce = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl")
+                withNonce.nonce = "forbidden"
+                for bad in [try await idp.sign(withNonce), try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl"), withPublishedKey: false), "garbage"] {
+                    let refused = try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(bad)"))
+                    #expect(refused.status == .badRequest && refused.errorCode == "invalid_logout_token")
+                }
+                let stillValid = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(refresh)","device_id":"android-5678"}"#))
+                #expect(stillValid.status == .ok)
+                let child = try #require(stillValid.json["refresh_token"] as? String)
+
+                let logoutToken = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl", sid: "idp-session-1"))
+                let accepted = try await client.execute(
+                    uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(logoutToken)"))
+                #expect(accepted.status == .ok)
+                #expect(accepted.headers[.cacheControl] == "no-store")
+                let revoked = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(child)","device_id":"android-5678"}"#))
+                #expect(revoked.errorCode == "session_revoked")
+            }
+        }
+    }
+}
+
+@Suite("Devices")
+struct DeviceTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    @Test("a lost-device report revokes that device's sessions and push tokens; another user's device is 404 and untouched")
+    func lostDevice() async throws {
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let alice = UUID(), bob = UUID()
+        let alicePhone = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-phone-1", scopes: AccessTokens.allScopes)
+        let aliceTablet = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-tablet-1", scopes: AccessTokens.allScopes)
+        let bobPhone = try await Commands.issueToken(environment: environment, userID: bob, deviceID: "bob-phone-01", scopes: AccessTokens.allScopes)
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
+        try await Commands.withDatabase(client) { client in
+            _ = try await client.query("INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(alice), 'tok-a', 'ios', 'alice-phone-1'), (\(bob), 'tok-b', 'android', 'bob-phone-01')")
+        }
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let tablet: HTTPFields = [.authorization: "Bearer \(aliceTablet.accessToken)"]
+            let foreign = try await client.execute(uri: "/api/v1/devices/bob-phone-01", method: .delete, headers: tablet)
+            #expect(foreign.status == .notFound && foreign.errorCode == "not_found")
+            let lost = try await client.execute(uri: "/api/v1/devices/alice-phone-1", method: .delete, headers: tablet)
+            #expect(lost.status == .noContent)
+            let again = try await client.execute(uri: "/api/v1/devices/alice-phone-1", method: .delete, headers: tablet)
+            #expect(again.status == .notFound)
+            let list = try await client.execute(uri: "/api/v1/devices", method: .get, headers: tablet)
+            #expect((list.json["items"] as? [[String: Any]])?.map { $0["device_id"] as? String } == ["alice-tablet-1"])
+            for (pair, device, expected) in [(alicePhone, "alice-phone-1", "session_revoked"), (bobPhone, "bob-phone-01", nil)] {
+                let response = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"\#(device)"}"#))
+                #expect(response.errorCode == expected)
+            }
+        }
+        let tokens = try await Commands.withDatabase(PostgresClient(configuration: database.clientConfiguration(poolSize: 1))) { client in
+            let rows = try await client.query("SELECT token FROM push_tokens ORDER BY token")
+            var tokens: [String] = []
+            for try await token in rows.decode(String.self) { tokens.append(token) }
+            return tokens
+        }
+        #expect(tokens == ["tok-b"])
+    }
+}

@@ -1,0 +1,161 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Refresh rotation")
+struct RefreshRotationTests {
+    let database: DatabaseURL
+    static let device = "device-rot-1"
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    private var environment: [String: String] {
+        TestEnvironment.serverEnvironment(database: database, ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_LOG_LEVEL": "critical"])
+    }
+
+    private func login() async throws -> Commands.IssuedPair {
+        try await Commands.issueToken(environment: environment, userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes)
+    }
+
+    private static func body(_ token: String, device: String = device) -> ByteBuffer {
+        ByteBuffer(string: #"{"refresh_token":"\#(token)","device_id":"\#(device)"}"#)
+    }
+
+    private static let json: HTTPFields = [.contentType: "application/json"]
+
+    private func query<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
+        return try await Commands.withDatabase(client, body)
+    }
+
+    @Test("a valid token rotates once; a retry within the interval gets the identical pair; the new pair works")
+    func rotationAndRetry() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(first.status == .ok, "\(first.text)")
+            let retry = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(retry.status == .ok)
+            #expect(retry.json["refresh_token"] as? String == first.json["refresh_token"] as? String)
+            #expect(retry.json["access_token"] as? String == first.json["access_token"] as? String)
+            #expect(first.json["refresh_token"] as? String != pair.refreshToken)
+            #expect(first.json["token_type"] as? String == "Bearer")
+            let child = try #require(first.json["refresh_token"] as? String)
+            let next = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(child))
+            #expect(next.status == .ok)
+            let access = try #require(next.json["access_token"] as? String)
+            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(access)"])
+            #expect(me.status == .ok)
+        }
+    }
+
+    @Test("reuse after the interval revokes the whole family: 401 refresh_reused, and the child dies too")
+    func reuseAfterIntervalRevokes() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(
+            database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1"])
+        try await app.test(.live) { client in
+            let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            let child = try #require(first.json["refresh_token"] as? String)
+            try await Task.sleep(for: .milliseconds(2100))
+            let reused = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(reused.status == .unauthorized && reused.errorCode == "refresh_reused")
+            let childAfter = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(child))
+            #expect(childAfter.status == .unauthorized && childAfter.errorCode == "session_revoked")
+        }
+        let reason = try await query { client in
+            let rows = try await client.query("SELECT revoked_reason FROM refresh_families WHERE device_id = \(Self.device) AND revoked_at IS NOT NULL")
+            var reasons: [String] = []
+            for try await reason in rows.decode(String.self) { reasons.append(reason) }
+            return reasons
+        }
+        #expect(reason.contains("reuse_detected"))
+    }
+
+    @Test("a token presented from another device revokes its family")
+    func deviceMismatchRevokes() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let stolen = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken, device: "attacker-device"))
+            #expect(stolen.status == .unauthorized && stolen.errorCode == "refresh_reused")
+            let owner = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(owner.status == .unauthorized && owner.errorCode == "session_revoked")
+        }
+    }
+
+    @Test("unknown → invalid_refresh_token; malformed bodies → 400/422; logout → session_revoked")
+    func otherRefusals() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let unknown = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(SecureRandom.token()))
+            #expect(unknown.status == .unauthorized && unknown.errorCode == "invalid_refresh_token")
+            let short = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body("abc"))
+            #expect(short.status == .unprocessableContent)
+            let broken = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{"))
+            #expect(broken.status == .badRequest && broken.errorCode == "invalid_json")
+            let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(pair.accessToken)"])
+            #expect(logout.status == .noContent)
+            let after = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(after.status == .unauthorized && after.errorCode == "session_revoked")
+        }
+    }
+
+    @Test("an expired refresh token is refused with refresh_expired")
+    func expired() async throws {
+        let pair = try await login()
+        let hash = Digest.sha256(pair.refreshToken)
+        try await query { client in
+            _ = try await client.query("UPDATE refresh_tokens SET issued_at = now() - interval '31 days', expires_at = now() - interval '1 day' WHERE token_hash = \(hash)")
+        }
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let response = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(response.status == .unauthorized && response.errorCode == "refresh_expired")
+        }
+    }
+
+    @Test("20 concurrent refreshes of one token leave exactly one head; every success is the same pair; the rest are rate limited")
+    func concurrentRefreshes() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        let responses = try await app.test(.ahc(.http)) { client in
+            try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+                for _ in 0..<20 {
+                    group.addTask {
+                        let response = try await client.execute(
+                            uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+                        return (response.status, response.json["refresh_token"] as? String)
+                    }
+                }
+                var all: [(HTTPResponse.Status, String?)] = []
+                for try await response in group { all.append(response) }
+                return all
+            }
+        }
+        let successes = responses.filter { $0.0 == .ok }
+        #expect(!successes.isEmpty && successes.count <= 10)
+        #expect(Set(successes.compactMap(\.1)).count == 1)
+        #expect(responses.allSatisfy { $0.0 == .ok || $0.0 == .tooManyRequests })
+        let hash = Digest.sha256(pair.refreshToken)
+        let heads = try await query { client in
+            let rows = try await client.query("""
+                SELECT count(*)::int FROM refresh_tokens
+                WHERE used_at IS NULL AND family_id = (SELECT family_id FROM refresh_tokens WHERE token_hash = \(hash))
+                """)
+            for try await count in rows.decode(Int.self) { return count }
+            return -1
+        }
+        #expect(heads == 1)
+    }
+}

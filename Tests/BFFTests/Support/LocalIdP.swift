@@ -1,0 +1,107 @@
+import Foundation
+import Hummingbird
+import JWTKit
+import NIOConcurrencyHelpers
+import NIOCore
+import ServiceLifecycle
+@testable import BFF
+
+/// A small OpenID provider of the test's own (discovery, JWKS, token endpoint) so tests can sign ID
+/// and logout tokens with keys they control: an ES256 key published in the JWKS and one that is not.
+final class LocalIdP: Sendable {
+    let published = ES256PrivateKey()
+    let unpublished = ES256PrivateKey()
+    let publishedKID = "published-key"
+    /// The next id_token the token endpoint returns; the test sets it.
+    let nextIDToken = NIOLockedValueBox<String?>(nil)
+    /// Requests seen by the token endpoint (form bodies and Authorization headers).
+    let tokenRequests = NIOLockedValueBox<[(form: String, authorization: String?)]>([])
+    let port = NIOLockedValueBox<Int>(0)
+
+    var issuer: String { "http://127.0.0.1:\(port.withLockedValue { $0 })" }
+
+    /// Serves while `body` runs.
+    func serve<T: Sendable>(_ body: @escaping @Sendable (LocalIdP) async throws -> T) async throws -> T {
+        let router = Router()
+        router.get("/.well-known/openid-configuration") { [self] _, _ -> Response in
+            json("""
+                {"issuer":"\(issuer)","authorization_endpoint":"\(issuer)/authorize","token_endpoint":"\(issuer)/token",
+                 "jwks_uri":"\(issuer)/jwks","id_token_signing_alg_values_supported":["ES256"]}
+                """)
+        }
+        router.get("/jwks") { [self] _, _ -> Response in
+            let (x, y) = published.publicKey.parameters!
+            return json("""
+                {"keys":[{"kty":"EC","crv":"P-256","x":"\(x)","y":"\(y)","kid":"\(publishedKID)","alg":"ES256","use":"sig"}]}
+                """)
+        }
+        router.post("/token") { [self] request, _ -> Response in
+            let form = String(buffer: try await request.body.collect(upTo: 65536))
+            tokenRequests.withLockedValue { $0.append((form, request.headers[.authorization])) }
+            guard let token = nextIDToken.withLockedValue({ $0 }) else {
+                return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#)))
+            }
+            return json(#"{"access_token":"at","token_type":"Bearer","id_token":"\#(token)"}"#)
+        }
+        let started = AsyncStream<Void>.makeStream()
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { [port] channel in
+                port.withLockedValue { $0 = channel.localAddress?.port ?? 0 }
+                started.continuation.yield()
+            },
+            logger: TestEnvironment.quietLogger)
+        return try await withThrowingTaskGroup(of: T?.self) { group in
+            let serviceGroup = ServiceGroup(services: [app], logger: TestEnvironment.quietLogger)
+            group.addTask {
+                try await serviceGroup.run()
+                return nil
+            }
+            for await _ in started.stream { break }
+            let result = try await body(self)
+            await serviceGroup.triggerGracefulShutdown()
+            return result
+        }
+    }
+
+    /// Signs claims as this IdP would (or with the unpublished key).
+    func sign<Claims: JWTPayload>(_ claims: Claims, withPublishedKey: Bool = true) async throws -> String {
+        let keys = JWTKeyCollection()
+        await keys.add(ecdsa: withPublishedKey ? published : unpublished, kid: JWKIdentifier(string: publishedKID))
+        return try await keys.sign(claims, kid: JWKIdentifier(string: publishedKID))
+    }
+
+    private func json(_ text: String) -> Response {
+        Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: text)))
+    }
+}
+
+/// ID token claims a test can bend one at a time.
+struct TestIDClaims: JWTPayload {
+    var iss: IssuerClaim
+    var sub: SubjectClaim = "student-42"
+    var aud: AudienceClaim = "bff-tests"
+    var exp: ExpirationClaim = .init(value: Date().addingTimeInterval(300))
+    var iat: IssuedAtClaim = .init(value: Date())
+    var nonce: String?
+    var email: String? = "student42@example.com"
+    var name: String? = "Student 42"
+    var sid: String? = "idp-session-1"
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}
+
+/// A back-channel logout token's claims.
+struct TestLogoutClaims: JWTPayload {
+    struct Event: Codable {}
+    var iss: IssuerClaim
+    var aud: AudienceClaim = "bff-tests"
+    var iat: IssuedAtClaim = .init(value: Date())
+    var jti: IDClaim = .init(value: UUID().uuidString)
+    var events: [String: Event] = ["http://schemas.openid.net/event/backchannel-logout": Event()]
+    var sub: SubjectClaim?
+    var sid: String?
+    var nonce: String?
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
+}
