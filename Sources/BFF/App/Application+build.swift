@@ -5,6 +5,7 @@ import HummingbirdCore
 import HummingbirdTLS
 import Logging
 import NIOSSL
+import OpenAPIRuntime
 import PostgresNIO
 import ServiceLifecycle
 
@@ -68,7 +69,6 @@ public func buildApplication(
     router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
     router.add(middleware: ErrorMiddleware())
     let routes = RouteTableBox()
-    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     if configuration.tlsCertificatePath != nil {
         router.add(middleware: HSTSMiddleware())
     }
@@ -79,6 +79,8 @@ public func buildApplication(
         rate: configuration.authRateLimit,
         period: .seconds(60),
         clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies)))
+    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+    router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens))
     router.add(middleware: OpenAPIContextMiddleware())
 
@@ -93,7 +95,9 @@ public func buildApplication(
     }
 
     extraRoutes(router)
-    try APIService(dependencies: dependencies).registerHandlers(on: RecordingTransport(router: router, routes: routes))
+    try APIService(dependencies: dependencies).registerHandlers(
+        on: RecordingTransport(router: router, routes: routes),
+        configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
 
     let server: HTTPServerBuilder
     if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {

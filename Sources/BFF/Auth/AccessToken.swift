@@ -68,7 +68,7 @@ public struct AccessTokens: Sendable {
     }
 
     /// Signs a token issued at `issuedAt`; the same inputs always give the same token.
-    func issue(userID: UUID, deviceID: String, familyID: UUID, scopes: [String], tokenID: String, issuedAt: Date) async throws -> String {
+    public func issue(userID: UUID, deviceID: String, familyID: UUID, scopes: [String], tokenID: String, issuedAt: Date) async throws -> String {
         let issued = Date(timeIntervalSince1970: issuedAt.timeIntervalSince1970.rounded(.down))
         let claims = AccessTokenClaims(
             iss: .init(value: issuer), aud: .init(value: [audience]), sub: .init(value: userID.uuidString.lowercased()),
@@ -79,7 +79,7 @@ public struct AccessTokens: Sendable {
     }
 
     /// Verifies signature, algorithm, key id and every claim; throws `InvalidAccessToken`.
-    func verify(_ token: String, now: Date = Date()) async throws -> Principal {
+    public func verify(_ token: String, now: Date = Date()) async throws -> Principal {
         guard token.utf8.count <= 8192, let header = JOSEHeader(token: token) else { throw InvalidAccessToken(reason: "malformed") }
         guard header.alg == "HS256" else { throw InvalidAccessToken(reason: "algorithm \(header.alg ?? "missing")") }
         guard let kid = header.kid, keyIDs.contains(kid) else { throw InvalidAccessToken(reason: "unknown key id") }

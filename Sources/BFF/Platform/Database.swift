@@ -36,11 +36,24 @@ public struct Database: Sendable {
         defer { track(-1) }
         do {
             return try await withDeadline(timeout) { try await body(client) }
-        } catch let error as PSQLError where Self.isConnectionFailure(error) {
-            throw DatabaseUnavailable(reason: "\(error.code)")
-        } catch where String(describing: type(of: error)) == "ConnectionPoolError" {
+        } catch {
+            throw Self.classify(error)
+        }
+    }
+
+    /// Connection-level failures become `DatabaseUnavailable`; a transaction's wrapper gives way to the
+    /// error that broke it, so an `APIError` thrown inside a transaction reaches the client as itself.
+    static func classify(_ error: any Error) -> any Error {
+        switch error {
+        case let error as PostgresTransactionError:
+            return classify(error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError ?? error)
+        case let error as PSQLError where isConnectionFailure(error):
+            return DatabaseUnavailable(reason: "\(error.code)")
+        case _ where String(describing: type(of: error)) == "ConnectionPoolError":
             // The pool's own error type is not public API; it only ever means "no connection".
-            throw DatabaseUnavailable(reason: "\(error)")
+            return DatabaseUnavailable(reason: "\(error)")
+        default:
+            return error
         }
     }
 

@@ -77,7 +77,10 @@ struct HTTPContractTests {
     func notImplemented() async throws {
         let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
-            expectError(try await client.execute(uri: "/api/v1/subjects", method: .get), .notImplemented, "not_implemented")
+            let purchase = ByteBuffer(string: #"{"platform":"ios","product_id":"premium.monthly","receipt":"abc"}"#)
+            expectError(
+                try await client.execute(uri: "/api/v1/iap/verify", method: .post, headers: Self.json, body: purchase),
+                .notImplemented, "not_implemented")
         }
     }
 

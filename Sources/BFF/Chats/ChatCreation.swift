@@ -1,0 +1,128 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Creating a chat, idempotently: with an `Idempotency-Key` the first response is stored with a hash of
+/// the request, in the same transaction as the chat, and a retry with the same key and body gets that
+/// response back. A concurrent duplicate waits on the key's row lock and then replays.
+struct ChatCreation: Sendable {
+    let database: Database
+    let repository: ChatRepository
+    static let operation = "createChat"
+
+    struct Request: Codable, Sendable {
+        let title: String?
+        let subjectID: String?
+        let topicID: String?
+    }
+
+    enum Outcome: Sendable {
+        case created(ChatRecord)
+        case replayed(ChatRecord)
+    }
+
+    func create(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Outcome {
+        let title = try Self.title(request.title)
+        if let key = idempotencyKey {
+            guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+                throw APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let requestHash = Data(SHA256.hash(data: try encoder.encode(request)))
+        let logger = database.logger
+        return try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection -> Outcome in
+                if let key = idempotencyKey {
+                    // A key older than 24 hours is free again.
+                    let claimed = try await connection.query("""
+                        INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
+                        VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
+                        ON CONFLICT (user_id, operation, key) DO UPDATE
+                            SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
+                            WHERE idempotency_keys.created_at < now() - interval '24 hours'
+                        RETURNING 1
+                        """, logger: logger)
+                    var owned = false
+                    for try await _ in claimed { owned = true }
+                    if !owned { return try await Self.replay(connection, userID: userID, key: key, requestHash: requestHash, logger: logger) }
+                }
+                let (subjectID, topicID) = try await Self.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
+                let chat = try await repository.create(
+                    on: connection, userID: userID, title: title, subjectID: subjectID, topicID: topicID, logger: logger)
+                if let key = idempotencyKey {
+                    let body = try JSONEncoder().encode(chat)
+                    _ = try await connection.query("""
+                        UPDATE idempotency_keys SET status_code = 201, response_body = \(body)
+                        WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
+                        """, logger: logger)
+                }
+                return .created(chat)
+            }
+        }
+    }
+
+    private static func replay(_ connection: PostgresConnection, userID: UUID, key: String, requestHash: Data, logger: Logger) async throws -> Outcome {
+        let rows = try await connection.query("""
+            SELECT request_hash, response_body FROM idempotency_keys
+            WHERE user_id = \(userID) AND operation = \(operation) AND key = \(key)
+            """, logger: logger)
+        for try await (hash, body) in rows.decode((Data, Data?).self) {
+            guard hash == requestHash else {
+                throw APIError(.unprocessableContent, "idempotency_key_reused",
+                               "This Idempotency-Key was used with a different request body.")
+            }
+            guard let body, let chat = try? JSONDecoder().decode(ChatRecord.self, from: body) else { break }
+            // Replaying a creation whose chat was deleted since would hand out a dead resource.
+            let live = try await connection.query(
+                "SELECT 1 FROM chats WHERE id = \(chat.id) AND user_id = \(userID) AND deleted_at IS NULL", logger: logger)
+            for try await _ in live { return .replayed(chat) }
+            throw APIError(.conflict, "created_then_deleted",
+                           "The chat created with this Idempotency-Key has been deleted since; use a new key to create another.")
+        }
+        throw APIError(.conflict, "idempotency_in_progress", "A request with this Idempotency-Key is still being processed; retry.")
+    }
+
+    /// The subject and topic must exist and agree; a topic alone implies its subject.
+    private static func catalogue(_ connection: PostgresConnection, subjectID: String?, topicID: String?,
+                                  logger: Logger) async throws -> (String?, String?) {
+        var subject = subjectID
+        if let subjectID {
+            let rows = try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger)
+            var exists = false
+            for try await _ in rows { exists = true }
+            guard exists else { throw APIError(.unprocessableContent, "unknown_subject", "subject_id: no such subject.") }
+        }
+        if let topicID {
+            let rows = try await connection.query("SELECT subject_id FROM topics WHERE id = \(topicID)", logger: logger)
+            var owner: String?
+            for try await value in rows.decode(String.self) { owner = value }
+            guard let owner else { throw APIError(.unprocessableContent, "unknown_topic", "topic_id: no such topic.") }
+            if let subject, subject != owner {
+                throw APIError(.unprocessableContent, "unknown_topic", "topic_id: the topic belongs to another subject.")
+            }
+            subject = owner
+        }
+        return (subject, topicID)
+    }
+
+    /// Trimmed, 1–200 characters, no control characters; absent → a dated default.
+    static func title(_ raw: String?) throws -> String {
+        guard let raw else {
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "Asia/Tokyo")
+            formatter.dateFormat = "yyyy-MM-dd HH:mm"
+            return "Chat \(formatter.string(from: Date()))"
+        }
+        let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard (1...200).contains(title.count) else { throw APIError.validation("title", "must be 1-200 characters after trimming") }
+        // C0 controls and DEL, as the contract's pattern states.
+        guard !title.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
+            throw APIError.validation("title", "must not contain control characters")
+        }
+        return title
+    }
+}

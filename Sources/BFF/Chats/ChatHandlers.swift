@@ -1,0 +1,135 @@
+import BFFAPI
+import Foundation
+
+/// Chats, history, evaluation and tags (API-020…022): decode, authorize, call the repository, encode.
+extension APIService {
+    private static func chatID(_ text: String) throws -> UUID {
+        guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", "must be a UUID") }
+        return id
+    }
+
+    func listChats(_ input: Operations.ListChats.Input) async throws -> Operations.ListChats.Output {
+        let principal = try Authorization.require("chat:rw")
+        let limit = try PageLimit.resolve(input.query.limit, default: 20, max: 200)
+        let items: [Components.Schemas.ChatListItem]
+        let nextCursor: String?
+        if let since = input.query.updatedSince {
+            let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .delta) }
+            let page = try await chats.changes(userID: principal.userID, since: since, limit: limit, after: cursor)
+            items = page.prefix(limit).map { $0.deleted ? .ChatTombstone($0.tombstone) : .Chat($0.schema) }
+            nextCursor = page.count > limit ? KeysetCursor(list: .delta, micros: page[limit - 1].updatedMicros, id: page[limit - 1].id).encoded() : nil
+        } else {
+            let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .newest) }
+            let page = try await chats.newest(userID: principal.userID, limit: limit, after: cursor)
+            items = page.prefix(limit).map { .Chat($0.schema) }
+            nextCursor = page.count > limit ? KeysetCursor(list: .newest, micros: page[limit - 1].updatedMicros, id: page[limit - 1].id).encoded() : nil
+        }
+        return .ok(.init(body: .json(.init(items: items, nextCursor: nextCursor))))
+    }
+
+    func createChat(_ input: Operations.CreateChat.Input) async throws -> Operations.CreateChat.Output {
+        let principal = try Authorization.require("chat:rw")
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        let outcome = try await chatCreation.create(
+            userID: principal.userID,
+            request: .init(title: body.title, subjectID: body.subjectId, topicID: body.topicId),
+            idempotencyKey: input.headers.idempotencyKey)
+        let chat: ChatRecord
+        switch outcome {
+        case .created(let created): chat = created
+        case .replayed(let replayed): chat = replayed
+        }
+        return .created(.init(headers: .init(location: "/api/v1/chats/\(chat.id.uuidString.lowercased())"), body: .json(chat.schema)))
+    }
+
+    func getChat(_ input: Operations.GetChat.Input) async throws -> Operations.GetChat.Output {
+        let principal = try Authorization.require("chat:rw")
+        guard let chat = try await chats.find(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
+            throw APIError.notFound
+        }
+        return .ok(.init(body: .json(chat.schema)))
+    }
+
+    func renameChat(_ input: Operations.RenameChat.Input) async throws -> Operations.RenameChat.Output {
+        let principal = try Authorization.require("chat:rw")
+        let chatID = try Self.chatID(input.path.chatId)
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        let title = try ChatCreation.title(body.title)
+        switch try await chats.rename(userID: principal.userID, chatID: chatID, title: title, clientUpdatedAt: body.updatedAt) {
+        case .renamed(let chat):
+            return .ok(.init(body: .json(chat.schema)))
+        case .stale:
+            throw APIError(.conflict, "stale_update", "The chat was changed after your copy (updated_at); reload it and retry.")
+        case .missing:
+            throw APIError.notFound
+        }
+    }
+
+    func deleteChat(_ input: Operations.DeleteChat.Input) async throws -> Operations.DeleteChat.Output {
+        let principal = try Authorization.require("chat:rw")
+        guard try await chats.delete(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
+            throw APIError.notFound
+        }
+        return .noContent(.init())
+    }
+
+    func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
+        let principal = try Authorization.require("chat:rw")
+        let chatID = try Self.chatID(input.path.chatId)
+        let limit = try PageLimit.resolve(input.query.limit, default: 50, max: 1000)
+        let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .messages) }
+        guard let page = try await chats.messages(userID: principal.userID, chatID: chatID, limit: limit, after: cursor) else {
+            throw APIError.notFound
+        }
+        let next = page.count > limit ? KeysetCursor(list: .messages, micros: page[limit - 1].createdMicros, id: page[limit - 1].id).encoded() : nil
+        return .ok(.init(body: .json(.init(items: page.prefix(limit).map(\.schema), nextCursor: next))))
+    }
+
+    func evaluateChat(_ input: Operations.EvaluateChat.Input) async throws -> Operations.EvaluateChat.Output {
+        let principal = try Authorization.require("chat:rw")
+        let chatID = try Self.chatID(input.path.chatId)
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }
+        if let note = body.note, note.count > 1000 { throw APIError.validation("note", "must be at most 1000 characters") }
+        guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note) else {
+            throw APIError.notFound
+        }
+        return .ok(.init(body: .json(.init(
+            chatId: chatID.uuidString.lowercased(), score: evaluation.score, note: evaluation.note,
+            createdAt: evaluation.createdAt, tags: evaluation.tags.map(\.schema)))))
+    }
+
+    func listChatTags(_ input: Operations.ListChatTags.Input) async throws -> Operations.ListChatTags.Output {
+        let principal = try Authorization.require("chat:rw")
+        guard let tags = try await chats.tags(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
+            throw APIError.notFound
+        }
+        return .ok(.init(body: .json(.init(items: tags.map(\.schema)))))
+    }
+}
+
+extension ChatRecord {
+    var schema: Components.Schemas.Chat {
+        .init(
+            id: id.uuidString.lowercased(), title: title, subjectId: subjectID, topicId: topicID,
+            status: status == "ended" ? .ended : .inProgress, createdAt: createdAt, updatedAt: updatedAt,
+            messageCount: messageCount, lastMessagePreview: lastMessagePreview)
+    }
+
+    var tombstone: Components.Schemas.ChatTombstone {
+        .init(id: id.uuidString.lowercased(), deleted: true, updatedAt: updatedAt)
+    }
+}
+
+extension MessageRecord {
+    var schema: Components.Schemas.Message {
+        .init(id: id.uuidString.lowercased(), role: Components.Schemas.Message.RolePayload(rawValue: role) ?? .system,
+              content: content, createdAt: createdAt)
+    }
+}
+
+extension ChatTagRecord {
+    var schema: Components.Schemas.ChatTag {
+        .init(tagId: tagID.uuidString.lowercased(), code: code, label: label, mastery: mastery, updatedAt: updatedAt)
+    }
+}

@@ -1,0 +1,300 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// A chat as stored; a tombstone when `deletedAt` is set (kept for delta sync).
+struct ChatRecord: Sendable, Equatable, Codable {
+    let id: UUID
+    let title: String
+    let subjectID: String?
+    let topicID: String?
+    let status: String
+    let createdAt: Date
+    let updatedAt: Date
+    let updatedMicros: Int64
+    let messageCount: Int
+    let lastMessagePreview: String?
+    let deleted: Bool
+}
+
+struct MessageRecord: Sendable, Equatable {
+    let id: UUID
+    let role: String
+    let content: String
+    let createdAt: Date
+    let createdMicros: Int64
+}
+
+struct ChatTagRecord: Sendable, Equatable {
+    let tagID: UUID
+    let code: String
+    let label: String
+    let mastery: Double
+    let updatedAt: Date
+}
+
+/// Chats, messages, evaluations and tags. Every statement names the owner: another user's chat is
+/// indistinguishable from a missing one. Timestamps are written at millisecond precision so that a
+/// value the client echoes back (RFC 3339 with milliseconds) compares exactly.
+struct ChatRepository: Sendable {
+    let database: Database
+
+    static let columns = """
+        id, title, subject_id, topic_id, status, created_at, updated_at,
+        (extract(epoch FROM updated_at) * 1000000)::int8, message_count, last_message_preview, deleted_at IS NOT NULL
+        """
+    typealias Row = (UUID, String, String?, String?, String, Date, Date, Int64, Int, String?, Bool)
+
+    static func record(_ row: Row) -> ChatRecord {
+        ChatRecord(
+            id: row.0, title: row.1, subjectID: row.2, topicID: row.3, status: row.4, createdAt: row.5, updatedAt: row.6,
+            updatedMicros: row.7, messageCount: row.8, lastMessagePreview: row.9, deleted: row.10)
+    }
+
+    private func records(_ query: PostgresQuery) async throws -> [ChatRecord] {
+        try await database.run { client in
+            let rows = try await client.query(query)
+            var records: [ChatRecord] = []
+            for try await row in rows.decode(Row.self) { records.append(Self.record(row)) }
+            return records
+        }
+    }
+
+    /// Newest first; `limit + 1` rows are read to know whether another page exists.
+    func newest(userID: UUID, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
+        if let cursor {
+            return try await records("""
+                SELECT \(unescaped: Self.columns) FROM chats
+                WHERE user_id = \(userID) AND deleted_at IS NULL
+                  AND (updated_at, id) < (timestamptz 'epoch' + \(cursor.micros) * interval '1 microsecond', \(cursor.id))
+                ORDER BY updated_at DESC, id DESC LIMIT \(limit + 1)
+                """)
+        }
+        return try await database.run { client in
+            var records: [ChatRecord] = []
+            for try await row in try await client.execute(NewestChats(userID: userID, limit: limit + 1)) {
+                records.append(Self.record(row))
+            }
+            return records
+        }
+    }
+
+    /// Delta pull: everything changed after `since`, tombstones included, oldest change first.
+    func changes(userID: UUID, since: Date, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
+        let sinceMicros = Int64((since.timeIntervalSince1970 * 1_000_000).rounded(.down))
+        let fromMicros = cursor?.micros ?? sinceMicros
+        let fromID = cursor?.id ?? UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
+        return try await records("""
+            SELECT \(unescaped: Self.columns) FROM chats
+            WHERE user_id = \(userID)
+              AND (updated_at, id) > (timestamptz 'epoch' + \(fromMicros) * interval '1 microsecond', \(fromID))
+            ORDER BY updated_at, id LIMIT \(limit + 1)
+            """)
+    }
+
+    func find(userID: UUID, chatID: UUID) async throws -> ChatRecord? {
+        try await records("""
+            SELECT \(unescaped: Self.columns) FROM chats WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+            """).first
+    }
+
+    func create(on connection: PostgresConnection, userID: UUID, title: String, subjectID: String?, topicID: String?,
+                logger: Logger) async throws -> ChatRecord {
+        let rows = try await connection.query("""
+            INSERT INTO chats (user_id, title, subject_id, topic_id, created_at, updated_at)
+            VALUES (\(userID), \(title), \(subjectID), \(topicID), date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))
+            RETURNING \(unescaped: Self.columns)
+            """, logger: logger)
+        for try await row in rows.decode(Row.self) { return Self.record(row) }
+        throw DatabaseUnavailable(reason: "chat insert returned no row")
+    }
+
+    enum RenameOutcome: Sendable { case renamed(ChatRecord), stale, missing }
+
+    /// Renames unless the client's copy is older than the stored one (§8.6: the newer edit wins).
+    func rename(userID: UUID, chatID: UUID, title: String, clientUpdatedAt: Date?) async throws -> RenameOutcome {
+        // Compared in whole milliseconds: the precision stored and the precision the client was sent.
+        let clientMillis = clientUpdatedAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        let updated = try await records("""
+            UPDATE chats SET title = \(title), updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+            WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+              AND (\(clientMillis)::int8 IS NULL
+                   OR floor(extract(epoch FROM updated_at) * 1000)::int8 <= \(clientMillis)::int8)
+            RETURNING \(unescaped: Self.columns)
+            """)
+        if let chat = updated.first { return .renamed(chat) }
+        return try await find(userID: userID, chatID: chatID) == nil ? .missing : .stale
+    }
+
+    /// Soft delete: the row stays as a tombstone for delta sync; messages and tags go.
+    func delete(userID: UUID, chatID: UUID) async throws -> Bool {
+        try await database.run { client in
+            try await client.withTransaction(logger: database.logger) { connection in
+                let rows = try await connection.query("""
+                    UPDATE chats SET deleted_at = now(), title = 'deleted', last_message_preview = NULL, message_count = 0,
+                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                    WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+                    RETURNING id
+                    """, logger: database.logger)
+                var found = false
+                for try await _ in rows { found = true }
+                guard found else { return false }
+                _ = try await connection.query(
+                    "DELETE FROM messages WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
+                _ = try await connection.query(
+                    "DELETE FROM chat_tags WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
+                _ = try await connection.query(
+                    "DELETE FROM chat_evaluations WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
+                return true
+            }
+        }
+    }
+
+    /// Appends a message and keeps the chat's counters; used by the tutoring turn and by tests.
+    func appendMessage(userID: UUID, chatID: UUID, role: String, content: String) async throws -> MessageRecord? {
+        try await database.run { client in
+            let rows = try await client.query("""
+                WITH chat AS (
+                    UPDATE chats SET message_count = message_count + 1, last_message_preview = left(\(content), 140),
+                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                    WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+                    RETURNING id, user_id
+                )
+                INSERT INTO messages (chat_id, user_id, role, content, created_at)
+                SELECT id, user_id, \(role), \(content), clock_timestamp() FROM chat
+                RETURNING id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8
+                """)
+            for try await (id, role, content, createdAt, micros) in rows.decode((UUID, String, String, Date, Int64).self) {
+                return MessageRecord(id: id, role: role, content: content, createdAt: createdAt, createdMicros: micros)
+            }
+            return nil
+        }
+    }
+
+    /// Oldest first, after the cursor; nil when the chat is not the user's.
+    func messages(userID: UUID, chatID: UUID, limit: Int, after cursor: KeysetCursor?) async throws -> [MessageRecord]? {
+        guard try await find(userID: userID, chatID: chatID) != nil else { return nil }
+        let query: PostgresQuery
+        if let cursor {
+            query = """
+                SELECT id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8 FROM messages
+                WHERE chat_id = \(chatID) AND user_id = \(userID)
+                  AND (created_at, id) > (timestamptz 'epoch' + \(cursor.micros) * interval '1 microsecond', \(cursor.id))
+                ORDER BY created_at, id LIMIT \(limit + 1)
+                """
+        } else {
+            query = """
+                SELECT id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8 FROM messages
+                WHERE chat_id = \(chatID) AND user_id = \(userID)
+                ORDER BY created_at, id LIMIT \(limit + 1)
+                """
+        }
+        return try await database.run { client in
+            let rows = try await client.query(query)
+            var messages: [MessageRecord] = []
+            for try await (id, role, content, createdAt, micros) in rows.decode((UUID, String, String, Date, Int64).self) {
+                messages.append(MessageRecord(id: id, role: role, content: content, createdAt: createdAt, createdMicros: micros))
+            }
+            return messages
+        }
+    }
+
+    func tags(userID: UUID, chatID: UUID) async throws -> [ChatTagRecord]? {
+        guard try await find(userID: userID, chatID: chatID) != nil else { return nil }
+        return try await database.run { client in
+            try await Self.tags(on: client, userID: userID, chatID: chatID)
+        }
+    }
+
+    static func tags(on client: PostgresClient, userID: UUID, chatID: UUID) async throws -> [ChatTagRecord] {
+        let rows = try await client.query("""
+            SELECT t.id, t.code, t.label, ct.mastery, ct.updated_at
+            FROM chat_tags ct JOIN tags t ON t.id = ct.tag_id
+            WHERE ct.chat_id = \(chatID) AND ct.user_id = \(userID)
+            ORDER BY t.code
+            """)
+        var tags: [ChatTagRecord] = []
+        for try await (id, code, label, mastery, updatedAt) in rows.decode((UUID, String, String, Double, Date).self) {
+            tags.append(ChatTagRecord(tagID: id, code: code, label: label, mastery: mastery, updatedAt: updatedAt))
+        }
+        return tags
+    }
+
+    /// Links a misconception tag to a chat (written by the tutoring turn; tests use it directly).
+    func attachTag(userID: UUID, chatID: UUID, code: String, mastery: Double = 0) async throws {
+        try await database.run { client in
+            _ = try await client.query("""
+                INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
+                SELECT c.id, t.id, c.user_id, \(mastery) FROM chats c, tags t
+                WHERE c.id = \(chatID) AND c.user_id = \(userID) AND t.code = \(code)
+                ON CONFLICT (chat_id, tag_id) DO NOTHING
+                """)
+        }
+    }
+
+    struct EvaluationRecord: Sendable {
+        let score: Int
+        let note: String?
+        let createdAt: Date
+        let tags: [ChatTagRecord]
+    }
+
+    /// Stores the learner's rating (a repeat replaces it), ends the chat and moves each tag's mastery
+    /// halfway towards the rating (score 1 → 0, score 5 → 1); nil when the chat is not the user's.
+    func evaluate(userID: UUID, chatID: UUID, score: Int, note: String?) async throws -> EvaluationRecord? {
+        let target = Double(score - 1) / 4
+        return try await database.run { client in
+            let stored: (Date)? = try await client.withTransaction(logger: database.logger) { connection in
+                let ended = try await connection.query("""
+                    UPDATE chats SET status = 'ended',
+                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                    WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+                    RETURNING id
+                    """, logger: database.logger)
+                var found = false
+                for try await _ in ended { found = true }
+                guard found else { return nil }
+                let evaluation = try await connection.query("""
+                    INSERT INTO chat_evaluations (chat_id, user_id, score, note) VALUES (\(chatID), \(userID), \(score), \(note))
+                    ON CONFLICT (chat_id) DO UPDATE SET score = excluded.score, note = excluded.note, updated_at = now()
+                    RETURNING updated_at
+                    """, logger: database.logger)
+                var at: Date?
+                for try await value in evaluation.decode(Date.self) { at = value }
+                _ = try await connection.query("""
+                    UPDATE chat_tags SET mastery = least(1, greatest(0, mastery + 0.5 * (\(target) - mastery))), updated_at = now()
+                    WHERE chat_id = \(chatID) AND user_id = \(userID)
+                    """, logger: database.logger)
+                return at
+            }
+            guard let createdAt = stored else { return nil }
+            let tags = try await Self.tags(on: client, userID: userID, chatID: chatID)
+            return EvaluationRecord(score: score, note: note, createdAt: createdAt, tags: tags)
+        }
+    }
+}
+
+/// The first page of the chat list, the hot path of the app's home screen: a prepared statement
+/// saves the parse and plan of every call.
+struct NewestChats: PostgresPreparedStatement {
+    static let sql = """
+        SELECT \(ChatRepository.columns) FROM chats
+        WHERE user_id = $1 AND deleted_at IS NULL
+        ORDER BY updated_at DESC, id DESC LIMIT $2
+        """
+    typealias Row = ChatRepository.Row
+
+    let userID: UUID
+    let limit: Int
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings()
+        bindings.append(userID)
+        bindings.append(limit)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode(Row.self)
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+
+/// An opaque keyset position: the `(timestamp, id)` of the last item of a page and the list it
+/// belongs to, base64url-encoded. A cursor of another list, or any edited string, is refused.
+struct KeysetCursor: Equatable {
+    enum List: String { case newest = "n", delta = "d", messages = "m" }
+
+    let list: List
+    /// Microseconds since 1970: exact, unlike a floating-point `Date`.
+    let micros: Int64
+    let id: UUID
+
+    func encoded() -> String {
+        Base64URL.encode(Array("\(list.rawValue):\(micros):\(id.uuidString.lowercased())".utf8))
+    }
+
+    static func decode(_ text: String, expecting list: List) throws -> KeysetCursor {
+        guard text.utf8.count <= 512, let bytes = Base64URL.decode(text) else { throw invalid }
+        let parts = String(decoding: bytes, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false)
+        guard parts.count == 3, parts[0] == list.rawValue, let micros = Int64(parts[1]), let id = UUID(uuidString: String(parts[2]))
+        else { throw invalid }
+        return KeysetCursor(list: list, micros: micros, id: id)
+    }
+
+    static let invalid = APIError(.unprocessableContent, "invalid_cursor", "cursor is not a cursor of this list.")
+}
+
+enum PageLimit {
+    static func resolve(_ limit: Int?, default fallback: Int, max: Int) throws -> Int {
+        let value = limit ?? fallback
+        guard (1...max).contains(value) else { throw APIError.validation("limit", "must be between 1 and \(max)") }
+        return value
+    }
+}

@@ -1,0 +1,74 @@
+import BFFAPI
+import Foundation
+
+/// Settings (M-006) and the subject catalogue for the settings screen.
+extension APIService {
+    func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
+        let principal = try Authorization.require("chat:rw")
+        return .ok(.init(body: .json(try await settings.settings(userID: principal.userID).schema)))
+    }
+
+    func replaceSettings(_ input: Operations.ReplaceSettings.Input) async throws -> Operations.ReplaceSettings.Output {
+        let principal = try Authorization.require("chat:rw")
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        let replacement = try LearnerSettings(validating: body)
+        try await settings.replace(userID: principal.userID, with: replacement)
+        return .ok(.init(body: .json(try await settings.settings(userID: principal.userID).schema)))
+    }
+
+    func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {
+        _ = try Authorization.require("chat:rw")
+        let subjects = try await settings.catalogue()
+        return .ok(.init(body: .json(.init(items: subjects.map { subject in
+            .init(id: subject.id, name: subject.name, topics: subject.topics.map { .init(id: $0.id, name: $0.name) })
+        }))))
+    }
+}
+
+extension LearnerSettings {
+    /// Checks what the schema cannot express; each failure names its field.
+    init(validating body: Components.Schemas.Settings) throws {
+        func time(_ value: String, _ field: String) throws -> String {
+            let parts = value.split(separator: ":")
+            guard value.count == 5, parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]),
+                  (0...23).contains(hour), (0...59).contains(minute)
+            else { throw APIError.validation(field, "must be a time HH:MM") }
+            return value
+        }
+        func difficulty(_ value: Int, _ field: String) throws -> Int {
+            guard (1...5).contains(value) else { throw APIError.validation(field, "must be between 1 and 5") }
+            return value
+        }
+        let window = body.notificationWindow
+        guard (1...64).contains(window.timezone.count), TimeZone(identifier: window.timezone) != nil else {
+            throw APIError.validation("notification_window.timezone", "must be an IANA time zone such as Asia/Tokyo")
+        }
+        guard body.subjects.count <= 50 else { throw APIError.validation("subjects", "must have at most 50 entries") }
+        var seen: Set<String> = []
+        var subjects: [SubjectPreference] = []
+        for (index, preference) in body.subjects.enumerated() {
+            guard seen.insert(preference.subjectId).inserted else {
+                throw APIError.validation("subjects[\(index)].subject_id", "appears twice")
+            }
+            guard preference.topicIds.count <= 100, Set(preference.topicIds).count == preference.topicIds.count else {
+                throw APIError.validation("subjects[\(index)].topic_ids", "must be at most 100 distinct topics")
+            }
+            subjects.append(.init(
+                subjectID: preference.subjectId, topicIDs: preference.topicIds,
+                difficulty: try difficulty(preference.difficulty, "subjects[\(index)].difficulty")))
+        }
+        self.init(
+            subjects: subjects, difficulty: try difficulty(body.difficulty, "difficulty"),
+            notifyStart: try time(window.start, "notification_window.start"),
+            notifyEnd: try time(window.end, "notification_window.end"),
+            timezone: window.timezone, theme: body.theme.rawValue)
+    }
+
+    var schema: Components.Schemas.Settings {
+        .init(
+            subjects: subjects.map { .init(subjectId: $0.subjectID, topicIds: $0.topicIDs, difficulty: $0.difficulty) },
+            difficulty: difficulty,
+            notificationWindow: .init(start: notifyStart, end: notifyEnd, timezone: timezone),
+            theme: Components.Schemas.Settings.ThemePayload(rawValue: theme) ?? .system)
+    }
+}

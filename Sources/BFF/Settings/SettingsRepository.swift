@@ -1,0 +1,115 @@
+import Foundation
+import PostgresNIO
+
+/// A learner's settings (M-006) in the shape of the contract.
+struct LearnerSettings: Sendable, Equatable {
+    struct SubjectPreference: Sendable, Equatable {
+        let subjectID: String
+        let topicIDs: [String]
+        let difficulty: Int
+    }
+
+    var subjects: [SubjectPreference]
+    var difficulty: Int
+    var notifyStart: String
+    var notifyEnd: String
+    var timezone: String
+    var theme: String
+
+    /// What a learner who never saved settings gets.
+    static let defaults = LearnerSettings(
+        subjects: [], difficulty: 3, notifyStart: "08:00", notifyEnd: "18:00", timezone: "Asia/Tokyo", theme: "system")
+}
+
+struct CatalogueSubject: Sendable, Equatable {
+    let id: String
+    let name: String
+    var topics: [(id: String, name: String)]
+
+    static func == (lhs: CatalogueSubject, rhs: CatalogueSubject) -> Bool {
+        lhs.id == rhs.id && lhs.name == rhs.name && lhs.topics.map(\.id) == rhs.topics.map(\.id)
+    }
+}
+
+struct SettingsRepository: Sendable {
+    let database: Database
+
+    func settings(userID: UUID) async throws -> LearnerSettings {
+        try await database.run { client in
+            let rows = try await client.query("""
+                SELECT difficulty::int, to_char(notify_start, 'HH24:MI'), to_char(notify_end, 'HH24:MI'), timezone, theme
+                FROM user_settings WHERE user_id = \(userID)
+                """)
+            var settings = LearnerSettings.defaults
+            var stored = false
+            for try await (difficulty, start, end, timezone, theme) in rows.decode((Int, String, String, String, String).self) {
+                settings = LearnerSettings(subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme)
+                stored = true
+            }
+            guard stored else { return settings }
+            let prefs = try await client.query("""
+                SELECT subject_id, topic_ids, difficulty::int FROM user_subject_prefs WHERE user_id = \(userID) ORDER BY subject_id
+                """)
+            for try await (subject, topics, difficulty) in prefs.decode((String, [String], Int).self) {
+                settings.subjects.append(.init(subjectID: subject, topicIDs: topics, difficulty: difficulty))
+            }
+            return settings
+        }
+    }
+
+    /// Replaces everything in one transaction, after checking the subjects and topics exist and agree.
+    func replace(userID: UUID, with settings: LearnerSettings) async throws {
+        try await database.run { client in
+            try await client.withTransaction(logger: database.logger) { connection in
+                let catalogue = try await Self.topicsBySubject(connection, logger: database.logger)
+                for (index, preference) in settings.subjects.enumerated() {
+                    guard let topics = catalogue[preference.subjectID] else {
+                        throw APIError.validation("subjects[\(index)].subject_id", "no such subject")
+                    }
+                    if let unknown = preference.topicIDs.first(where: { !topics.contains($0) }) {
+                        throw APIError.validation("subjects[\(index)].topic_ids", "\(unknown) is not a topic of \(preference.subjectID)")
+                    }
+                }
+                _ = try await connection.query("""
+                    INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme, updated_at)
+                    VALUES (\(userID), \(settings.difficulty)::smallint, \(settings.notifyStart)::time, \(settings.notifyEnd)::time,
+                            \(settings.timezone), \(settings.theme), now())
+                    ON CONFLICT (user_id) DO UPDATE SET difficulty = excluded.difficulty, notify_start = excluded.notify_start,
+                        notify_end = excluded.notify_end, timezone = excluded.timezone, theme = excluded.theme, updated_at = now()
+                    """, logger: database.logger)
+                _ = try await connection.query("DELETE FROM user_subject_prefs WHERE user_id = \(userID)", logger: database.logger)
+                for preference in settings.subjects {
+                    _ = try await connection.query("""
+                        INSERT INTO user_subject_prefs (user_id, subject_id, topic_ids, difficulty)
+                        VALUES (\(userID), \(preference.subjectID), \(preference.topicIDs), \(preference.difficulty)::smallint)
+                        """, logger: database.logger)
+                }
+            }
+        }
+    }
+
+    private static func topicsBySubject(_ connection: PostgresConnection, logger: Logger) async throws -> [String: Set<String>] {
+        let rows = try await connection.query(
+            "SELECT s.id, t.id FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id", logger: logger)
+        var catalogue: [String: Set<String>] = [:]
+        for try await (subject, topic) in rows.decode((String, String?).self) {
+            catalogue[subject, default: []].formUnion(topic.map { [$0] } ?? [])
+        }
+        return catalogue
+    }
+
+    func catalogue() async throws -> [CatalogueSubject] {
+        try await database.run { client in
+            let rows = try await client.query("""
+                SELECT s.id, s.name, t.id, t.name FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id
+                ORDER BY s.position, s.id, t.position, t.id
+                """)
+            var subjects: [CatalogueSubject] = []
+            for try await (id, name, topicID, topicName) in rows.decode((String, String, String?, String?).self) {
+                if subjects.last?.id != id { subjects.append(CatalogueSubject(id: id, name: name, topics: [])) }
+                if let topicID, let topicName { subjects[subjects.count - 1].topics.append((topicID, topicName)) }
+            }
+            return subjects
+        }
+    }
+}

@@ -1,0 +1,318 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOCore
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Chats and history")
+struct ChatsTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    private func sql<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
+        try await Commands.withDatabase(PostgresClient(configuration: database.clientConfiguration(poolSize: 1)), body)
+    }
+
+    /// `count` chats whose updated_at are one second apart, the last one newest.
+    private func seedChats(_ learner: Learner, count: Int) async throws {
+        try await sql { client in
+            _ = try await client.query("""
+                INSERT INTO chats (user_id, title, created_at, updated_at)
+                SELECT \(learner.id), 'chat ' || n, now() - make_interval(secs => 1000 - n), now() - make_interval(secs => 1000 - n)
+                FROM generate_series(1, \(count)) n
+                """)
+        }
+    }
+
+    private func ids(_ response: TestResponse) -> [String] {
+        (response.json["items"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+    }
+
+    @Test("45 chats, limit 20: three pages newest first with no gap or duplicate, even while chats change between pages")
+    func pagination() async throws {
+        let learner = try await Learner.make(database: database)
+        try await seedChats(learner, count: 45)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            var seen: [String] = []
+            var titles: [String] = []
+            var cursor: String?
+            var pages = 0
+            repeat {
+                let uri = "/api/v1/chats?limit=20" + (cursor.map { "&cursor=\($0)" } ?? "")
+                let page = try await client.call(.get, uri, as: learner)
+                #expect(page.status == .ok)
+                seen += ids(page)
+                titles += (page.json["items"] as? [[String: Any]] ?? []).compactMap { $0["title"] as? String }
+                cursor = page.json["next_cursor"] as? String
+                pages += 1
+            } while cursor != nil && pages < 10
+            #expect(pages == 3 && seen.count == 45 && Set(seen).count == 45)
+            #expect(titles.first == "chat 45" && titles.last == "chat 1")
+
+            // Walk again, renaming a chat of the last page after the first page was read.
+            let first = try await client.call(.get, "/api/v1/chats?limit=20", as: learner)
+            let firstFetchedAt = Date()
+            let lastPageChat = seen[42]
+            let renamed = try await client.call(.patch, "/api/v1/chats/\(lastPageChat)", as: learner, json: #"{"title":"moved"}"#)
+            #expect(renamed.status == .ok)
+            var walk = ids(first)
+            cursor = first.json["next_cursor"] as? String
+            while let next = cursor {
+                let page = try await client.call(.get, "/api/v1/chats?limit=20&cursor=\(next)", as: learner)
+                walk += ids(page)
+                cursor = page.json["next_cursor"] as? String
+            }
+            #expect(Set(walk).count == walk.count, "no duplicates")
+            #expect(Set(seen).subtracting([lastPageChat]).isSubset(of: Set(walk)), "every unchanged chat appears")
+            let since = try RFC3339Dates().encode(firstFetchedAt.addingTimeInterval(-1))
+            let delta = try await client.call(.get, "/api/v1/chats?updated_since=\(since)", as: learner)
+            #expect(ids(delta).contains(lastPageChat), "the moved chat comes with the delta pull")
+        }
+    }
+
+    @Test("limit bounds: 0, 201, 1001, -1 and non-numbers are 422; 200 and 1000 are accepted; foreign cursors are 422")
+    func limits() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
+            let chat = try #require(created.json["id"] as? String)
+            for bad in ["0", "201", "-1", "abc", "1.5", ""] {
+                let response = try await client.call(.get, "/api/v1/chats?limit=\(bad)", as: learner)
+                #expect(response.status == .unprocessableContent, "limit=\(bad)")
+                #expect(response.errorCode == "validation_failed", "limit=\(bad)")
+            }
+            #expect(try await client.call(.get, "/api/v1/chats?limit=200", as: learner).status == .ok)
+            for bad in ["0", "1001", "-1", "x"] {
+                let response = try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=\(bad)", as: learner)
+                #expect(response.status == .unprocessableContent, "messages limit=\(bad)")
+            }
+            #expect(try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=1000", as: learner).status == .ok)
+            let messageCursor = KeysetCursor(list: .messages, micros: 1, id: UUID()).encoded()
+            let foreign = try await client.call(.get, "/api/v1/chats?cursor=\(messageCursor)", as: learner)
+            #expect(foreign.status == .unprocessableContent && foreign.errorCode == "invalid_cursor")
+            let garbage = try await client.call(.get, "/api/v1/chats?cursor=bm9wZQ", as: learner)
+            #expect(garbage.errorCode == "invalid_cursor")
+        }
+    }
+
+    @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays, refuses another body, and survives concurrency")
+    func createAndIdempotency() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.ahc(.http)) { client in
+            let plain = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
+            #expect(plain.status == .created)
+            #expect((plain.json["title"] as? String)?.hasPrefix("Chat 20") == true)
+            #expect(plain.headers[.location] == "/api/v1/chats/\(plain.json["id"] as? String ?? "")")
+            let withTopic = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"  Quadratics  ","topic_id":"math.quadratics"}"#)
+            #expect(withTopic.status == .created && withTopic.json["title"] as? String == "Quadratics")
+            #expect(withTopic.json["subject_id"] as? String == "math")
+            let unknownSubject = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"subject_id":"astrology"}"#)
+            #expect(unknownSubject.status == .unprocessableContent && unknownSubject.errorCode == "unknown_subject")
+            let mismatch = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"subject_id":"physics","topic_id":"math.quadratics"}"#)
+            #expect(mismatch.errorCode == "unknown_topic")
+
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "retry-key-1"]
+            let first = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Once"}"#, headers: key)
+            let second = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Once"}"#, headers: key)
+            #expect(first.status == .created && second.status == .created)
+            #expect(first.json["id"] as? String == second.json["id"] as? String)
+            #expect(first.json["created_at"] as? String == second.json["created_at"] as? String)
+            let other = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Twice"}"#, headers: key)
+            #expect(other.status == .unprocessableContent && other.errorCode == "idempotency_key_reused")
+
+            let concurrentKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "concurrent-key"]
+            let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
+                for _ in 0..<10 {
+                    group.addTask {
+                        let response = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Race"}"#, headers: concurrentKey)
+                        return (response.status, response.json["id"] as? String)
+                    }
+                }
+                var all: [(HTTPResponse.Status, String?)] = []
+                for try await result in group { all.append(result) }
+                return all
+            }
+            #expect(statuses.allSatisfy { $0.0 == .created })
+            #expect(Set(statuses.compactMap(\.1)).count == 1)
+        }
+        let counts = try await sql { [learner] client in
+            let rows = try await client.query("SELECT title, count(*)::int FROM chats WHERE user_id = \(learner.id) GROUP BY title")
+            var counts: [String: Int] = [:]
+            for try await (title, count) in rows.decode((String, Int).self) { counts[title] = count }
+            return counts
+        }
+        #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil)
+    }
+
+    @Test("rename trims and validates; an edit stamped older than the stored one is 409 stale_update and changes nothing")
+    func renameAndConflicts() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Original"}"#)
+            let id = try #require(created.json["id"] as? String)
+            let stamp = try #require(created.json["updated_at"] as? String)
+            let renamed = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"  Renamed ","updated_at":"\#(stamp)"}"#)
+            #expect(renamed.status == .ok && renamed.json["title"] as? String == "Renamed", "\(renamed.text) stamp \(stamp)")
+            let stale = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Offline edit","updated_at":"\#(stamp)"}"#)
+            #expect(stale.status == .conflict && stale.errorCode == "stale_update")
+            let fresh = try await client.call(.get, "/api/v1/chats/\(id)", as: learner)
+            #expect(fresh.json["title"] as? String == "Renamed")
+            for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#] {
+                let response = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: bad)
+                #expect(response.status == .unprocessableContent, "\(bad.prefix(30))")
+            }
+            #expect(try await client.call(.get, "/api/v1/chats/\(id)", as: learner).json["title"] as? String == "Renamed")
+            #expect(try await client.call(.get, "/api/v1/chats/not-a-uuid", as: learner).status == .unprocessableContent)
+        }
+    }
+
+    @Test("delete is 204 and then 404 everywhere; the delta pull returns its tombstone and renamed chats, oldest change first")
+    func deleteAndDelta() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let a = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"A"}"#).json["id"] as? String)
+            let b = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"B"}"#).json["id"] as? String)
+            let since = try #require(try await client.call(.get, "/api/v1/chats/\(b)", as: learner).json["updated_at"] as? String)
+            try await Task.sleep(for: .milliseconds(5))
+            #expect(try await client.call(.patch, "/api/v1/chats/\(b)", as: learner, json: #"{"title":"B2"}"#).status == .ok)
+            #expect(try await client.call(.delete, "/api/v1/chats/\(a)", as: learner).status == .noContent)
+            for (method, path) in [(HTTPRequest.Method.get, ""), (.delete, ""), (.get, "/messages"), (.get, "/tags")] {
+                #expect(try await client.call(method, "/api/v1/chats/\(a)\(path)", as: learner).status == .notFound)
+            }
+            #expect(try await client.call(.patch, "/api/v1/chats/\(a)", as: learner, json: #"{"title":"x"}"#).status == .notFound)
+            let list = try await client.call(.get, "/api/v1/chats", as: learner)
+            #expect(ids(list) == [b])
+            let delta = try await client.call(.get, "/api/v1/chats?updated_since=\(since)", as: learner)
+            let items = delta.json["items"] as? [[String: Any]] ?? []
+            #expect(items.count == 2)
+            #expect(items.first?["id"] as? String == b && items.first?["title"] as? String == "B2")
+            #expect(items.last?["id"] as? String == a && items.last?["deleted"] as? Bool == true)
+            #expect(items.last?["title"] == nil)
+        }
+    }
+
+    @Test("messages: oldest first with a keyset cursor; evaluation ends the chat and moves tag mastery; bounds are 422")
+    func messagesEvaluationAndTags() async throws {
+        let learner = try await Learner.make(database: database)
+        let repository = ChatRepository(database: Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+        let app = try await makeTestApp(database: database)
+        try await Commands.withDatabase(repository.database.client) { _ in
+            try await app.test(.live) { client in
+                let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Forces"}"#).json["id"] as? String)
+                let chatID = try #require(UUID(uuidString: chat))
+                for index in 1...5 {
+                    _ = try await repository.appendMessage(userID: learner.id, chatID: chatID, role: index % 2 == 0 ? "assistant" : "user", content: "m\(index)")
+                }
+                try await repository.attachTag(userID: learner.id, chatID: chatID, code: "physics.force_implies_motion")
+                let first = try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=2", as: learner)
+                let next = try #require(first.json["next_cursor"] as? String)
+                let rest = try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=10&cursor=\(next)", as: learner)
+                let contents = ((first.json["items"] as? [[String: Any]] ?? []) + (rest.json["items"] as? [[String: Any]] ?? [])).compactMap { $0["content"] as? String }
+                #expect(contents == ["m1", "m2", "m3", "m4", "m5"])
+                #expect(rest.json["next_cursor"] == nil || rest.json["next_cursor"] is NSNull)
+                let detail = try await client.call(.get, "/api/v1/chats/\(chat)", as: learner)
+                #expect(detail.json["message_count"] as? Int == 5 && detail.json["last_message_preview"] as? String == "m5")
+
+                for bad in [#"{"score":0}"#, #"{"score":6}"#, #"{"score":"5"}"#, #"{}"#] {
+                    #expect(try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: bad).status == .unprocessableContent)
+                }
+                let evaluated = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":5,"note":"got it"}"#)
+                #expect(evaluated.status == .ok)
+                let tags = evaluated.json["tags"] as? [[String: Any]] ?? []
+                #expect(tags.count == 1 && (tags.first?["mastery"] as? Double ?? 0) == 0.5)
+                #expect(try await client.call(.get, "/api/v1/chats/\(chat)", as: learner).json["status"] as? String == "ended")
+                let again = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":1}"#)
+                #expect(((again.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.25)
+                let listed = try await client.call(.get, "/api/v1/chats/\(chat)/tags", as: learner)
+                #expect((listed.json["items"] as? [[String: Any]])?.first?["code"] as? String == "physics.force_implies_motion")
+            }
+        }
+    }
+
+    @Test("two users: every operation on another user's chat is 404 and changes nothing")
+    func isolation() async throws {
+        let owner = try await Learner.make(database: database)
+        let intruder = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: owner, json: #"{"title":"Private"}"#)
+            let chat = try #require(created.json["id"] as? String)
+            let attempts: [(HTTPRequest.Method, String, String?)] = [
+                (.get, "", nil), (.patch, "", #"{"title":"pwned"}"#), (.delete, "", nil), (.get, "/messages", nil),
+                (.get, "/tags", nil), (.post, "/evaluation", #"{"score":1}"#),
+            ]
+            for (method, path, body) in attempts {
+                let response = try await client.call(method, "/api/v1/chats/\(chat)\(path)", as: intruder, json: body)
+                #expect(response.status == .notFound && response.errorCode == "not_found", "\(method) \(path)")
+            }
+            #expect(ids(try await client.call(.get, "/api/v1/chats", as: intruder)).isEmpty)
+            let after = try await client.call(.get, "/api/v1/chats/\(chat)", as: owner)
+            #expect(after.json["title"] as? String == "Private" && after.json["status"] as? String == "in_progress")
+            #expect(after.json["updated_at"] as? String == created.json["updated_at"] as? String)
+        }
+    }
+}
+
+@Suite("Settings and catalogue")
+struct SettingsTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    static let valid = #"{"subjects":[{"subject_id":"math","topic_ids":["math.quadratics"],"difficulty":4}],"difficulty":2,"notification_window":{"start":"07:30","end":"21:00","timezone":"Europe/Paris"},"theme":"dark"}"#
+
+    @Test("defaults when nothing is stored; PUT replaces everything; the catalogue lists the seeded subjects")
+    func defaultsAndReplace() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let defaults = try await client.call(.get, "/api/v1/settings", as: learner)
+            #expect(defaults.status == .ok)
+            let window = defaults.json["notification_window"] as? [String: Any]
+            #expect(window?["start"] as? String == "08:00" && window?["end"] as? String == "18:00" && window?["timezone"] as? String == "Asia/Tokyo")
+            #expect(defaults.json["theme"] as? String == "system" && defaults.json["difficulty"] as? Int == 3)
+            let replaced = try await client.call(.put, "/api/v1/settings", as: learner, json: Self.valid)
+            #expect(replaced.status == .ok)
+            let stored = try await client.call(.get, "/api/v1/settings", as: learner)
+            #expect(stored.json["theme"] as? String == "dark" && stored.json["difficulty"] as? Int == 2)
+            #expect((stored.json["subjects"] as? [[String: Any]])?.first?["topic_ids"] as? [String] == ["math.quadratics"])
+            let catalogue = try await client.call(.get, "/api/v1/subjects", as: learner)
+            let subjects = (catalogue.json["items"] as? [[String: Any]] ?? []).compactMap { $0["id"] as? String }
+            #expect(Set(subjects).isSuperset(of: ["math", "physics", "chemistry", "biology", "english", "japanese"]))
+        }
+    }
+
+    @Test("each invalid field is 422 naming it, and nothing changes", arguments: [
+        ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#),
+        ("theme", #""theme":"dark""#, #""theme":"neon""#),
+        ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#),
+        ("subjects[0].subject_id", #""subject_id":"math""#, #""subject_id":"alchemy""#),
+        ("subjects[0].topic_ids", #""topic_ids":["math.quadratics"]"#, #""topic_ids":["physics.waves"]"#),
+    ])
+    func invalidFields(field: String, from: String, to: String) async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let body = Self.valid.replacingOccurrences(of: from, with: to)
+            #expect(body != Self.valid)
+            let response = try await client.call(.put, "/api/v1/settings", as: learner, json: body)
+            #expect(response.status == .unprocessableContent)
+            #expect((response.json["message"] as? String)?.contains(field.components(separatedBy: "[").first ?? field) == true, "\(response.text)")
+            let unchanged = try await client.call(.get, "/api/v1/settings", as: learner)
+            #expect(unchanged.json["theme"] as? String == "system")
+        }
+    }
+}
