@@ -160,46 +160,40 @@ struct IdentityRepository: Sendable {
     /// Revokes the live families of a user (optionally only those of one IdP session); returns how many.
     @discardableResult
     func revokeUser(userID: UUID, idpSessionID: String? = nil, reason: String) async throws -> Int {
-        try await database.run { client in
-            let rows = try await client.query("""
+        try await count("""
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
                 WHERE user_id = \(userID) AND revoked_at IS NULL
                   AND (\(idpSessionID)::text IS NULL OR idp_sid = \(idpSessionID))
                 RETURNING id
                 """)
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count
-        }
     }
 
     /// Revokes every live family of the IdP session `sid` of `issuer` (back-channel logout without `sub`).
     @discardableResult
     func revokeIdpSession(issuer: String, idpSessionID: String) async throws -> Int {
-        try await database.run { client in
-            let rows = try await client.query("""
+        try await count("""
                 UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
                 FROM users u
                 WHERE u.id = f.user_id AND u.issuer = \(issuer) AND f.idp_sid = \(idpSessionID) AND f.revoked_at IS NULL
                 RETURNING f.id
                 """)
-            var count = 0
-            for try await _ in rows { count += 1 }
-            return count
-        }
     }
 
     /// Operator revocation of one device's sessions, whoever owns it.
     @discardableResult
     func revokeDevice(deviceID: String, reason: String) async throws -> Int {
-        try await database.run { client in
-            let rows = try await client.query("""
+        try await count("""
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
                 WHERE device_id = \(deviceID) AND revoked_at IS NULL
                 RETURNING id
                 """)
+    }
+
+    /// Runs a statement with `RETURNING` and counts the rows it touched.
+    private func count(_ query: PostgresQuery) async throws -> Int {
+        try await database.run { client in
             var count = 0
-            for try await _ in rows { count += 1 }
+            for try await _ in try await client.query(query) { count += 1 }
             return count
         }
     }
