@@ -63,6 +63,14 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        .executableTarget(
+            name: "bff-bench",
+            dependencies: [
+                "BFF",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            path: "Benchmarks/bff-bench"
+        ),
         .testTarget(
             name: "BFFTests",
             dependencies: [

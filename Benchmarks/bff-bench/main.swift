@@ -1,0 +1,479 @@
+// bff-bench: the load and micro benchmarks behind scripts/bench (DESIGN §8, §9).
+//
+//   bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
+//   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)
+//   bff-bench refresh --url URL --pairs FILE [--concurrency C] [--duration S] [--per-family K]
+//   bff-bench tokens  --users FILE --out FILE [--lifetime S]                   (BFF_* environment)
+//
+// Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
+// `RESULT name=value` line.
+import AsyncHTTPClient
+import BFF
+import Foundation
+import NIOCore
+
+// MARK: - Small helpers
+
+struct Failure: Error, CustomStringConvertible {
+    let description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// `--name value` pairs after the subcommand.
+struct Options {
+    private var values: [String: String] = [:]
+
+    init(_ arguments: ArraySlice<String>) throws {
+        var rest = arguments
+        while let name = rest.popFirst() {
+            guard name.hasPrefix("--"), let value = rest.popFirst() else { throw Failure("expected --option value, got '\(name)'") }
+            values[String(name.dropFirst(2))] = value
+        }
+    }
+
+    func string(_ name: String) throws -> String {
+        guard let value = values[name] else { throw Failure("--\(name) is required") }
+        return value
+    }
+
+    func string(_ name: String, default fallback: String) -> String { values[name] ?? fallback }
+
+    func int(_ name: String, default fallback: Int) throws -> Int {
+        guard let text = values[name] else { return fallback }
+        guard let value = Int(text), value > 0 else { throw Failure("--\(name) must be a positive integer, got '\(text)'") }
+        return value
+    }
+}
+
+func result(_ name: String, _ value: Double) {
+    print("RESULT \(name)=\(String(format: "%.3f", value))")
+}
+
+func result(_ name: String, _ value: Int) {
+    print("RESULT \(name)=\(value)")
+}
+
+func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(digits)f", value) }
+
+func nanoseconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
+}
+
+func randomBase64URL(bytes: Int) -> String {
+    var generator = SystemRandomNumberGenerator()
+    return Base64URL.encode((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
+}
+
+/// The value of a top-level string member of a JSON object, without a full decode (the load
+/// generator shares the two cores with the server, so it keeps its own work small).
+func jsonString(_ key: String, in text: Substring.UTF8View) -> String? {
+    let needle = Array("\"\(key)\"".utf8)
+    let bytes = Array(text)
+    guard bytes.count > needle.count else { return nil }
+    var index = 0
+    outer: while index + needle.count <= bytes.count {
+        for offset in 0..<needle.count where bytes[index + offset] != needle[offset] {
+            index += 1
+            continue outer
+        }
+        var cursor = index + needle.count
+        while cursor < bytes.count, bytes[cursor] == 0x20 || bytes[cursor] == 0x0A || bytes[cursor] == 0x0D || bytes[cursor] == 0x09 {
+            cursor += 1
+        }
+        guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: ":") else { index += 1; continue }
+        cursor += 1
+        while cursor < bytes.count, bytes[cursor] == 0x20 || bytes[cursor] == 0x0A || bytes[cursor] == 0x0D || bytes[cursor] == 0x09 {
+            cursor += 1
+        }
+        guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: "\"") else { return nil }
+        let start = cursor + 1
+        var end = start
+        while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
+            if bytes[end] == UInt8(ascii: "\\") { return nil }   // tokens never need escapes
+            end += 1
+        }
+        guard end < bytes.count else { return nil }
+        return String(decoding: bytes[start..<end], as: UTF8.self)
+    }
+    return nil
+}
+
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    return sorted[min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded()))]
+}
+
+func writeLines(_ lines: [String], to path: String) throws {
+    try (lines.joined(separator: "\n") + "\n").write(toFile: path, atomically: true, encoding: .utf8)
+}
+
+func readLines(_ path: String) throws -> [String] {
+    try String(contentsOfFile: path, encoding: .utf8).split(whereSeparator: \.isNewline).map(String.init).filter { !$0.isEmpty }
+}
+
+// MARK: - jwt: in-process AppJWT verification
+
+func benchJWT(_ options: Options) async throws {
+    let iterations = try options.int("iterations", default: 200_000)
+    let rounds = try options.int("rounds", default: 3)
+    let budget = try options.int("budget", default: 15)
+    let keyText = options.string("key", default: "k1:\(randomBase64URL(bytes: 32))")
+    let tokens = await AccessTokens(keyRing: try JWTKeyRing(parsing: keyText), issuer: "bff", audience: "mobile", lifetime: 900)
+    let clock = ContinuousClock()
+
+    let token = try await tokens.issue(
+        userID: UUID(), deviceID: "bench-device-jwt", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
+        tokenID: randomBase64URL(bytes: 16), issuedAt: Date())
+    let principal = try await tokens.verify(token)
+    guard principal.scopes == ["chat:rw", "profile:read"] else { throw Failure("the issued token does not verify to its own claims") }
+    print("token: \(token.utf8.count) bytes, HS256, kid k1")
+
+    // Warm-up: caches, lazy initialisation, CPU frequency.
+    var sink = 0
+    for _ in 0..<max(10_000, iterations / 10) {
+        sink &+= try await tokens.verify(token).tokenID.utf8.count
+    }
+
+    // Sequential verifications, as the auth middleware does one per request. Rounds stop once
+    // `budget` seconds are spent, so a slow verifier keeps the phase bounded.
+    var perRound: [Double] = []
+    let phaseStart = clock.now
+    for round in 1...rounds {
+        let start = clock.now
+        for _ in 0..<iterations {
+            sink &+= try await tokens.verify(token).tokenID.utf8.count
+        }
+        let ns = nanoseconds(clock.now - start) / Double(iterations)
+        perRound.append(ns)
+        print("round \(round): \(iterations) verifications, \(format(ns)) ns each")
+        if round < rounds, clock.now - phaseStart > .seconds(budget) {
+            print("(stopping after \(round) round(s): the \(budget) s budget is spent)")
+            break
+        }
+    }
+    let sorted = perRound.sorted()
+    let median = sorted[sorted.count / 2]
+    print("verify: median \(format(median)) ns, best \(format(sorted[0])) ns per verification (\(format(1e9 / median, 0))/s on one task)")
+
+    // Signing, for comparison (once per login/refresh, not per request).
+    let issueCount = max(1_000, iterations / 10)
+    let issueStart = clock.now
+    let issuedAt = Date()
+    for index in 0..<issueCount {
+        sink &+= try await tokens.issue(
+            userID: principal.userID, deviceID: "bench-device-jwt", familyID: principal.familyID,
+            scopes: ["chat:rw", "profile:read"], tokenID: "jti-\(index)", issuedAt: issuedAt).utf8.count
+    }
+    let issueNs = nanoseconds(clock.now - issueStart) / Double(issueCount)
+    print("issue: \(format(issueNs)) ns per token")
+
+    // Two concurrent tasks (the machine has two cores): total verifications per second.
+    let perTask = max(1, iterations / 2)
+    let parallelStart = clock.now
+    let counted = try await withThrowingTaskGroup(of: Int.self) { group in
+        for _ in 0..<2 {
+            group.addTask {
+                var local = 0
+                for _ in 0..<perTask { local &+= try await tokens.verify(token).tokenID.utf8.count }
+                return local
+            }
+        }
+        return try await group.reduce(0, &+)
+    }
+    sink &+= counted
+    let parallelRate = Double(2 * perTask) / (nanoseconds(clock.now - parallelStart) / 1e9)
+    print("verify on 2 concurrent tasks: \(format(parallelRate, 0)) verifications/s in total")
+    if sink == 42 { print("") }   // keeps the optimiser from dropping the loops
+
+    try breakdown(token: token, iterations: max(2_000, iterations / 20))
+
+    result("jwt_verify_ns", median)
+    result("jwt_verify_best_ns", sorted[0])
+    result("jwt_issue_ns", issueNs)
+    result("jwt_verify_per_s_2tasks", parallelRate)
+}
+
+// The Foundation work inside one verification, measured piece by piece with the same calls the
+// server makes (Base64URL.decode, a fresh JSONDecoder per header), to show where the time goes.
+struct HeaderMirror: Decodable {
+    let alg: String?
+    let kid: String?
+}
+
+/// `aud` is one string or an array of them (jwt-kit writes a single audience as a string).
+struct AudienceMirror: Decodable {
+    let values: [String]
+
+    init(from decoder: Decoder) throws {
+        let container = try decoder.singleValueContainer()
+        if let one = try? container.decode(String.self) { values = [one] } else { values = try container.decode([String].self) }
+    }
+}
+
+struct ClaimsMirror: Decodable {
+    let iss: String
+    let aud: AudienceMirror
+    let sub: String
+    let iat: Double
+    let exp: Double
+    let jti: String
+    let scope: String
+    let did: String
+    let sid: String
+}
+
+func breakdown(token: String, iterations: Int) throws {
+    let parts = token.split(separator: ".").map(String.init)
+    guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]) else {
+        throw Failure("token is not three base64url parts")
+    }
+    let header = Data(headerBytes)
+    let payload = Data(payloadBytes)
+    let clock = ContinuousClock()
+    var sink = 0
+    func measure(_ label: String, _ body: () throws -> Int) rethrows -> Double {
+        for _ in 0..<(iterations / 10) { sink &+= try body() }
+        let start = clock.now
+        for _ in 0..<iterations { sink &+= try body() }
+        let ns = nanoseconds(clock.now - start) / Double(iterations)
+        print("  \(label): \(format(ns)) ns")
+        return ns
+    }
+    print("pieces of a verification (each measured alone, \(iterations) times):")
+    let b64Header = measure("Base64URL.decode(header), the server's own pre-check") { Base64URL.decode(parts[0])?.count ?? 0 }
+    let jsonHeader = try measure("JSONDecoder().decode(header), the server's own pre-check") {
+        (try JSONDecoder().decode(HeaderMirror.self, from: header).kid?.utf8.count) ?? 0
+    }
+    let decoder = JSONDecoder()
+    let jsonPayload = try measure("JSONDecoder.decode(claims), as jwt-kit does after its own base64url decode") {
+        try decoder.decode(ClaimsMirror.self, from: payload).scope.utf8.count
+    }
+    // Not on the verify path, but the same helper checks every presented refresh token.
+    let refreshToken = randomBase64URL(bytes: 32)
+    let b64Refresh = measure("Base64URL.decode of a 43-character refresh token (once per refresh)") {
+        Base64URL.decode(refreshToken)?.count ?? 0
+    }
+    if sink == 42 { print("") }
+    result("jwt_piece_header_precheck_ns", b64Header + jsonHeader)
+    result("jwt_piece_claims_json_ns", jsonPayload)
+    result("b64_refresh_token_ns", b64Refresh)
+}
+
+// MARK: - pairs: refresh-token families for the refresh benchmark
+
+func benchPairs(_ options: Options) async throws {
+    let count = try options.int("count", default: 2_000)
+    let userCount = try options.int("users", default: 100)
+    let concurrency = try options.int("concurrency", default: 8)
+    let out = try options.string("out")
+    let environment = ProcessInfo.processInfo.environment
+    let users = (0..<userCount).map { _ in UUID() }
+    let clock = ContinuousClock()
+    let start = clock.now
+
+    // Each issueToken call opens its own one-connection pool, so a few run at once.
+    var lines = [String](repeating: "", count: count)
+    try await withThrowingTaskGroup(of: (Int, String).self) { group in
+        var next = 0
+        func add() {
+            let index = next
+            next += 1
+            group.addTask {
+                let device = "bench-device-\(index)"
+                let pair = try await Commands.issueToken(
+                    environment: environment, userID: users[index % users.count], deviceID: device, scopes: AccessTokens.allScopes)
+                return (index, "{\"device_id\":\"\(device)\",\"refresh_token\":\"\(pair.refreshToken)\"}")
+            }
+        }
+        while next < min(concurrency, count) { add() }
+        while let (index, line) = try await group.next() {
+            lines[index] = line
+            if next < count { add() }
+        }
+    }
+    try writeLines(lines, to: out)
+    let seconds = nanoseconds(clock.now - start) / 1e9
+    print("pairs: \(count) families for \(userCount) users in \(format(seconds, 1)) s (\(format(seconds * 1000 / Double(count), 2)) ms each) -> \(out)")
+}
+
+// MARK: - refresh: rotations per second against the live server
+
+struct Family: Sendable {
+    let deviceID: String
+    let refreshToken: String
+}
+
+struct WorkerReport: Sendable {
+    var rotations = 0
+    var latenciesMs: [Double] = []
+    var statuses: [Int: Int] = [:]
+    var errors: [String: Int] = [:]
+    var familiesUsed = 0
+    var ranOut = false
+}
+
+func benchRefresh(_ options: Options) async throws {
+    let url = try options.string("url")
+    let families = try readLines(try options.string("pairs")).map { line -> Family in
+        guard let device = jsonString("device_id", in: line[...].utf8), let token = jsonString("refresh_token", in: line[...].utf8) else {
+            throw Failure("pairs file: not a {device_id, refresh_token} line: \(line.prefix(80))")
+        }
+        return Family(deviceID: device, refreshToken: token)
+    }
+    let concurrency = try options.int("concurrency", default: 32)
+    let duration = try options.int("duration", default: 15)
+    // The server allows 10 refreshes a minute per family (a burst of 10); stay under it.
+    let perFamily = try options.int("per-family", default: 9)
+    guard families.count >= concurrency else { throw Failure("need at least \(concurrency) families, got \(families.count)") }
+
+    var configuration = HTTPClient.Configuration()
+    configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
+    configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
+    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+    let endpoint = url.hasSuffix("/") ? "\(url)api/v1/auth/refresh" : "\(url)/api/v1/auth/refresh"
+
+    @Sendable func rotate(_ family: Family) async throws -> (status: Int, body: ByteBuffer) {
+        var request = HTTPClientRequest(url: endpoint)
+        request.method = .POST
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.body = .bytes(ByteBuffer(string: "{\"refresh_token\":\"\(family.refreshToken)\",\"device_id\":\"\(family.deviceID)\"}"))
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let body = try await response.body.collect(upTo: 1 << 20)
+        return (Int(response.status.code), body)
+    }
+
+    let clock = ContinuousClock()
+    let start = clock.now
+    let deadline = start + .seconds(duration)
+    let reports = try await withThrowingTaskGroup(of: WorkerReport.self) { group in
+        for worker in 0..<concurrency {
+            group.addTask {
+                var report = WorkerReport()
+                report.latenciesMs.reserveCapacity(4096)
+                var index = worker
+                while clock.now < deadline {
+                    guard index < families.count else { report.ranOut = true; break }
+                    var family = families[index]
+                    index += concurrency
+                    report.familiesUsed += 1
+                    for _ in 0..<perFamily {
+                        guard clock.now < deadline else { break }
+                        let sent = clock.now
+                        let answer: (status: Int, body: ByteBuffer)
+                        do {
+                            answer = try await rotate(family)
+                        } catch {
+                            report.errors[String(describing: type(of: error)) + ": \(error)", default: 0] += 1
+                            break
+                        }
+                        let elapsed = nanoseconds(clock.now - sent) / 1e6
+                        guard answer.status == 200 else {
+                            report.statuses[answer.status, default: 0] += 1
+                            break
+                        }
+                        guard let next = jsonString("refresh_token", in: String(buffer: answer.body)[...].utf8) else {
+                            report.errors["200 without refresh_token", default: 0] += 1
+                            break
+                        }
+                        report.rotations += 1
+                        report.latenciesMs.append(elapsed)
+                        family = Family(deviceID: family.deviceID, refreshToken: next)
+                    }
+                }
+                return report
+            }
+        }
+        var all: [WorkerReport] = []
+        for try await report in group { all.append(report) }
+        return all
+    }
+    let elapsed = nanoseconds(clock.now - start) / 1e9
+    try await client.shutdown()
+
+    let rotations = reports.reduce(0) { $0 + $1.rotations }
+    let latencies = reports.flatMap(\.latenciesMs).sorted()
+    var statuses: [Int: Int] = [:]
+    var errors: [String: Int] = [:]
+    for report in reports {
+        statuses.merge(report.statuses, uniquingKeysWith: +)
+        errors.merge(report.errors, uniquingKeysWith: +)
+    }
+    let familiesUsed = reports.reduce(0) { $0 + $1.familiesUsed }
+    let ranOut = reports.filter(\.ranOut).count
+    let rate = Double(rotations) / elapsed
+    let p50 = percentile(latencies, 0.50)
+    let p99 = percentile(latencies, 0.99)
+
+    print("refresh: \(rotations) rotations (200) in \(format(elapsed, 2)) s with \(concurrency) connections -> \(format(rate, 0)) rotations/s")
+    print("latency of a rotation: p50 \(format(p50, 2)) ms, p99 \(format(p99, 2)) ms, max \(format(latencies.last ?? .nan, 2)) ms")
+    print("families used: \(familiesUsed) of \(families.count), at most \(perFamily) rotations each")
+    if ranOut > 0 {
+        print("warning: \(ranOut) of \(concurrency) workers ran out of families before \(duration) s; give more (BENCH_FAMILIES)")
+    }
+    let nonOK = statuses.values.reduce(0, +)
+    if nonOK == 0 && errors.isEmpty {
+        print("non-200 answers: none")
+    } else {
+        for (status, count) in statuses.sorted(by: { $0.key < $1.key }) { print("non-200 answers: \(count) x \(status)") }
+        for (error, count) in errors.sorted(by: { $0.key < $1.key }) { print("client errors: \(count) x \(error)") }
+    }
+    result("refresh_rotations", rotations)
+    result("refresh_per_s", rate)
+    result("refresh_p50_ms", p50)
+    result("refresh_p99_ms", p99)
+    result("refresh_non200", nonOK)
+    result("refresh_errors", errors.values.reduce(0, +))
+    result("refresh_ran_out", ranOut)
+}
+
+// MARK: - tokens: one AppJWT per seeded user for the list benchmark
+
+func benchTokens(_ options: Options) async throws {
+    let users = try readLines(try options.string("users")).map { line -> UUID in
+        guard let id = UUID(uuidString: line.trimmingCharacters(in: .whitespaces)) else { throw Failure("users file: not a UUID: \(line)") }
+        return id
+    }
+    let out = try options.string("out")
+    let lifetime = try options.int("lifetime", default: 3600)
+    // The server's own keys, issuer and audience.
+    let configuration = try AppConfiguration(environment: ProcessInfo.processInfo.environment)
+    let tokens = await AccessTokens(
+        keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
+    let now = Date()
+    var lines: [String] = []
+    lines.reserveCapacity(users.count)
+    for (index, user) in users.enumerated() {
+        lines.append(try await tokens.issue(
+            userID: user, deviceID: "bench-device-list-\(index)", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
+            tokenID: randomBase64URL(bytes: 16), issuedAt: now))
+    }
+    try writeLines(lines, to: out)
+    print("tokens: \(lines.count) access tokens (\(lifetime) s) -> \(out)")
+}
+
+// MARK: - main
+
+let usage = """
+    usage: bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
+           bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]
+           bff-bench refresh --url URL --pairs FILE [--concurrency C] [--duration S] [--per-family K]
+           bff-bench tokens  --users FILE --out FILE [--lifetime S]
+    pairs and tokens read the server's BFF_* environment (database, keys). scripts/bench runs them all.
+    """
+
+let arguments = CommandLine.arguments
+do {
+    guard arguments.count >= 2 else { throw Failure(usage) }
+    let options = try Options(arguments.dropFirst(2))
+    switch arguments[1] {
+    case "jwt": try await benchJWT(options)
+    case "pairs": try await benchPairs(options)
+    case "refresh": try await benchRefresh(options)
+    case "tokens": try await benchTokens(options)
+    case "-h", "--help", "help": print(usage)
+    default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
+    }
+} catch {
+    FileHandle.standardError.write(Data("bff-bench: \(error)\n".utf8))
+    exit(1)
+}
