@@ -18,7 +18,7 @@ extension Commands {
         let unknown = scopes.filter { !AccessTokens.allScopes.contains($0) }
         guard unknown.isEmpty else { throw ConfigurationError("--scope", "names unknown scopes \(unknown)") }
         let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning))
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let auth = dependencies.authService
         let pair = try await withDatabase(dependencies.database.client) { client in
             _ = try await client.query("""
@@ -39,7 +39,7 @@ extension Commands {
     /// Revokes every session of a user or of a device; returns how many families were revoked.
     public static func revoke(environment: [String: String], userID: UUID?, deviceID: String?) async throws -> Int {
         let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning))
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let identity = IdentityRepository(database: dependencies.database)
         return try await withDatabase(dependencies.database.client) { _ in
             if let userID { return try await identity.revokeUser(userID: userID, reason: "operator") }

@@ -66,6 +66,14 @@ public final class JSONLogSink: Sendable {
 
     func write(_ line: Data) { write(line) }
 
+    /// For CLI commands whose standard output is their result (a token, a count).
+    public static let standardError: JSONLogSink = {
+        let lock = NIOLock()
+        return JSONLogSink { data in
+            lock.withLock { FileHandle.standardError.write(data) }
+        }
+    }()
+
     public static let standardOutput: JSONLogSink = {
         let lock = NIOLock()
         return JSONLogSink { data in
