@@ -52,9 +52,7 @@ extension APIService {
     func deleteDevice(_ input: Operations.DeleteDevice.Input) async throws -> Operations.DeleteDevice.Output {
         let principal = try Authorization.require("profile:read")
         let deviceID = input.path.deviceId
-        guard AuthService.validDeviceID(deviceID) else {
-            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
-        }
+        try AuthService.requireDeviceID(deviceID)
         guard try await auth.identity.removeDevice(userID: principal.userID, deviceID: deviceID) else { throw APIError.notFound }
         auth.logger.info("lost device reported", metadata: ["user_id": .string(principal.userID.uuidString)])
         return .noContent(.init())

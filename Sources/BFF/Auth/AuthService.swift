@@ -23,10 +23,11 @@ struct AuthService: Sendable {
     static let loginLifetime: TimeInterval = 600
 
     static func validDeviceID(_ id: String) -> Bool {
-        (8...128).contains(id.utf8.count) && id.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x2E || byte == 0x5F || byte == 0x3A || byte == 0x2D
-        }
+        SafeIdentifier.isValid(id, length: 8...128)
+    }
+
+    static func requireDeviceID(_ id: String) throws {
+        guard validDeviceID(id) else { throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -") }
     }
 
     /// API-001: a one-time login with state, nonce and a PKCE verifier kept here; the app opens the URL.
@@ -34,9 +35,7 @@ struct AuthService: Sendable {
         guard configuration.oidcRedirectURIs.contains(redirectURI) else {
             throw APIError(.badRequest, "invalid_redirect_uri", "redirect_uri is not registered for this app.")
         }
-        guard Self.validDeviceID(deviceID) else {
-            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
-        }
+        try Self.requireDeviceID(deviceID)
         let state = SecureRandom.token()
         let login = PendingLogin(nonce: SecureRandom.token(), codeVerifier: SecureRandom.token(), deviceID: deviceID, redirectURI: redirectURI)
         let url = try await mapIdPErrors {
@@ -70,9 +69,7 @@ struct AuthService: Sendable {
         guard token.utf8.count == 43, Base64URL.decode(token)?.count == 32 else {
             throw APIError.validation("refresh_token", "must be 43 base64url characters")
         }
-        guard Self.validDeviceID(deviceID) else {
-            throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
-        }
+        try Self.requireDeviceID(deviceID)
         guard let familyID = try await refreshTokens.family(of: token) else { throw RefreshRefusal.unknown.apiError }
         let decision = try await limiter.limit(key: "refresh:family:\(familyID)", rate: 10, per: .seconds(60))
         guard decision.allowed else {

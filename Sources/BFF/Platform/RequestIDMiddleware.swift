@@ -29,12 +29,7 @@ struct RequestIDMiddleware: RouterMiddleware {
 
     /// A client id is kept only when it is short and harmless in a log line or header.
     static func accepted(_ value: String?) -> String? {
-        guard let value, (1...128).contains(value.utf8.count),
-              value.utf8.allSatisfy({ byte in
-                  (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                      || byte == 0x2D || byte == 0x2E || byte == 0x5F || byte == 0x3A
-              })
-        else { return nil }
+        guard let value, SafeIdentifier.isValid(value, length: 1...128) else { return nil }
         return value
     }
 }
