@@ -118,20 +118,20 @@ func benchJWT(_ options: Options) async throws {
     let rounds = try options.int("rounds", default: 3)
     let budget = try options.int("budget", default: 15)
     let keyText = options.string("key", default: "k1:\(randomBase64URL(bytes: 32))")
-    let tokens = await AccessTokens(keyRing: try JWTKeyRing(parsing: keyText), issuer: "bff", audience: "mobile", lifetime: 900)
+    let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: keyText), issuer: "bff", audience: "mobile", lifetime: 900)
     let clock = ContinuousClock()
 
-    let token = try await tokens.issue(
+    let token = tokens.issue(
         userID: UUID(), deviceID: "bench-device-jwt", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
         tokenID: randomBase64URL(bytes: 16), issuedAt: Date())
-    let principal = try await tokens.verify(token)
+    let principal = try tokens.verify(token)
     guard principal.scopes == ["chat:rw", "profile:read"] else { throw Failure("the issued token does not verify to its own claims") }
     print("token: \(token.utf8.count) bytes, HS256, kid k1")
 
     // Warm-up: caches, lazy initialisation, CPU frequency.
     var sink = 0
     for _ in 0..<max(10_000, iterations / 10) {
-        sink &+= try await tokens.verify(token).tokenID.utf8.count
+        sink &+= try tokens.verify(token).tokenID.utf8.count
     }
 
     // Sequential verifications, as the auth middleware does one per request. Rounds stop once
@@ -141,7 +141,7 @@ func benchJWT(_ options: Options) async throws {
     for round in 1...rounds {
         let start = clock.now
         for _ in 0..<iterations {
-            sink &+= try await tokens.verify(token).tokenID.utf8.count
+            sink &+= try tokens.verify(token).tokenID.utf8.count
         }
         let ns = nanoseconds(clock.now - start) / Double(iterations)
         perRound.append(ns)
@@ -160,7 +160,7 @@ func benchJWT(_ options: Options) async throws {
     let issueStart = clock.now
     let issuedAt = Date()
     for index in 0..<issueCount {
-        sink &+= try await tokens.issue(
+        sink &+= tokens.issue(
             userID: principal.userID, deviceID: "bench-device-jwt", familyID: principal.familyID,
             scopes: ["chat:rw", "profile:read"], tokenID: "jti-\(index)", issuedAt: issuedAt).utf8.count
     }
@@ -174,7 +174,7 @@ func benchJWT(_ options: Options) async throws {
         for _ in 0..<2 {
             group.addTask {
                 var local = 0
-                for _ in 0..<perTask { local &+= try await tokens.verify(token).tokenID.utf8.count }
+                for _ in 0..<perTask { local &+= try tokens.verify(token).tokenID.utf8.count }
                 return local
             }
         }
@@ -185,78 +185,10 @@ func benchJWT(_ options: Options) async throws {
     print("verify on 2 concurrent tasks: \(format(parallelRate, 0)) verifications/s in total")
     if sink == 42 { print("") }   // keeps the optimiser from dropping the loops
 
-    try breakdown(token: token, iterations: max(2_000, iterations / 20))
-
     result("jwt_verify_ns", median)
     result("jwt_verify_best_ns", sorted[0])
     result("jwt_issue_ns", issueNs)
     result("jwt_verify_per_s_2tasks", parallelRate)
-}
-
-// The Foundation work inside one verification, measured piece by piece with the same calls the
-// server makes (Base64URL.decode, a fresh JSONDecoder per header), to show where the time goes.
-struct HeaderMirror: Decodable {
-    let alg: String?
-    let kid: String?
-}
-
-/// `aud` is one string or an array of them (jwt-kit writes a single audience as a string).
-struct AudienceMirror: Decodable {
-    let values: [String]
-
-    init(from decoder: Decoder) throws {
-        let container = try decoder.singleValueContainer()
-        if let one = try? container.decode(String.self) { values = [one] } else { values = try container.decode([String].self) }
-    }
-}
-
-struct ClaimsMirror: Decodable {
-    let iss: String
-    let aud: AudienceMirror
-    let sub: String
-    let iat: Double
-    let exp: Double
-    let jti: String
-    let scope: String
-    let did: String
-    let sid: String
-}
-
-func breakdown(token: String, iterations: Int) throws {
-    let parts = token.split(separator: ".").map(String.init)
-    guard parts.count == 3, let headerBytes = Base64URL.decode(parts[0]), let payloadBytes = Base64URL.decode(parts[1]) else {
-        throw Failure("token is not three base64url parts")
-    }
-    let header = Data(headerBytes)
-    let payload = Data(payloadBytes)
-    let clock = ContinuousClock()
-    var sink = 0
-    func measure(_ label: String, _ body: () throws -> Int) rethrows -> Double {
-        for _ in 0..<(iterations / 10) { sink &+= try body() }
-        let start = clock.now
-        for _ in 0..<iterations { sink &+= try body() }
-        let ns = nanoseconds(clock.now - start) / Double(iterations)
-        print("  \(label): \(format(ns)) ns")
-        return ns
-    }
-    print("pieces of a verification (each measured alone, \(iterations) times):")
-    let b64Header = measure("Base64URL.decode(header), the server's own pre-check") { Base64URL.decode(parts[0])?.count ?? 0 }
-    let jsonHeader = try measure("JSONDecoder().decode(header), the server's own pre-check") {
-        (try JSONDecoder().decode(HeaderMirror.self, from: header).kid?.utf8.count) ?? 0
-    }
-    let decoder = JSONDecoder()
-    let jsonPayload = try measure("JSONDecoder.decode(claims), as jwt-kit does after its own base64url decode") {
-        try decoder.decode(ClaimsMirror.self, from: payload).scope.utf8.count
-    }
-    // Not on the verify path, but the same helper checks every presented refresh token.
-    let refreshToken = randomBase64URL(bytes: 32)
-    let b64Refresh = measure("Base64URL.decode of a 43-character refresh token (once per refresh)") {
-        Base64URL.decode(refreshToken)?.count ?? 0
-    }
-    if sink == 42 { print("") }
-    result("jwt_piece_header_precheck_ns", b64Header + jsonHeader)
-    result("jwt_piece_claims_json_ns", jsonPayload)
-    result("b64_refresh_token_ns", b64Refresh)
 }
 
 // MARK: - pairs: refresh-token families for the refresh benchmark
@@ -437,13 +369,13 @@ func benchTokens(_ options: Options) async throws {
     let lifetime = try options.int("lifetime", default: 3600)
     // The server's own keys, issuer and audience.
     let configuration = try AppConfiguration(environment: ProcessInfo.processInfo.environment)
-    let tokens = await AccessTokens(
+    let tokens = AccessTokens(
         keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
     let now = Date()
     var lines: [String] = []
     lines.reserveCapacity(users.count)
     for (index, user) in users.enumerated() {
-        lines.append(try await tokens.issue(
+        lines.append(tokens.issue(
             userID: user, deviceID: "bench-device-list-\(index)", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
             tokenID: randomBase64URL(bytes: 16), issuedAt: now))
     }

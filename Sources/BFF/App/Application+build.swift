@@ -28,7 +28,7 @@ public struct AppDependencies: Sendable {
         self.database = Database(
             client: client, timeout: configuration.databaseTimeout, poolSize: configuration.databasePoolSize, logger: dbLogger)
         self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
-        self.accessTokens = await AccessTokens(
+        self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
             lifetime: configuration.accessTTL)
     }

@@ -1,30 +1,27 @@
+import Crypto
 import Foundation
-import JWTKit
-
-/// The AppJWT's claims (DESIGN §4): `iss, aud, sub` (user id), `iat, exp, jti, scope`, `did` (device),
-/// `sid` (refresh family). Every claim is required; decoding fails on a missing one.
-struct AccessTokenClaims: JWTPayload, Equatable {
-    var iss: IssuerClaim
-    var aud: AudienceClaim
-    var sub: SubjectClaim
-    var iat: IssuedAtClaim
-    var exp: ExpirationClaim
-    var jti: IDClaim
-    var scope: String
-    var did: String
-    var sid: String
-
-    /// Signature checks happen in jwt-kit; the claim checks that need configuration happen in `AccessTokens`.
-    func verify(using algorithm: some JWTAlgorithm) throws {}
-}
 
 /// Who a valid AppJWT speaks for.
 public struct Principal: Sendable, Equatable {
     public let userID: UUID
     public let deviceID: String
     public let familyID: UUID
-    public let scopes: Set<String>
+    /// The `scope` claim: space-separated scope names.
+    public let scope: String
     public let tokenID: String
+
+    public var scopes: Set<String> { Set(scope.split(separator: " ").map(String.init)) }
+
+    /// Whether the token grants `name`, without splitting the claim (this runs on every request).
+    public func has(scope name: String) -> Bool {
+        var rest = Substring(scope)
+        while !rest.isEmpty {
+            let end = rest.firstIndex(of: " ") ?? rest.endIndex
+            if rest[..<end] == name { return true }
+            rest = end == rest.endIndex ? "" : rest[rest.index(after: end)...]
+        }
+        return false
+    }
 }
 
 /// A token that failed verification; the reason is for logs, never for the client.
@@ -33,71 +30,198 @@ struct InvalidAccessToken: Error, CustomStringConvertible {
     var description: String { "invalid access token: \(reason)" }
 }
 
-/// Issues and verifies AppJWTs: HS256 only, signed with the ring's first key under its `kid`,
-/// verified with whichever key the `kid` names. Verification needs no database.
+/// Issues and verifies AppJWTs (DESIGN §4): HS256 only, signed with the ring's first key under its
+/// `kid`, verified with whichever key the `kid` names. Claims `iss, aud, sub` (user id),
+/// `iat, exp, jti, scope`, `did` (device), `sid` (refresh family), every one required.
+///
+/// Verification runs on every authenticated request, so it works on the token's bytes: the header
+/// is read and its `alg` and `kid` checked before any key is used, the MAC is compared in constant
+/// time before the claims are read, and nothing goes through `JSONDecoder` or an actor.
 public struct AccessTokens: Sendable {
     public static let allScopes = ["profile:read", "chat:rw", "push:register", "iap:verify"]
 
-    private let keys: JWTKeyCollection
-    private let keyIDs: Set<String>
-    private let signingKeyID: String
+    /// One HMAC per key id, already keyed: a copy continues from the keyed state, which saves
+    /// hashing the key pads on every request.
+    private let keys: [String: HMAC<SHA256>]
+    private let signingKey: HMAC<SHA256>
+    /// The encoded header of the tokens this process signs.
+    private let signingHeader: [UInt8]
     let issuer: String
     let audience: String
     let lifetime: Int
     /// Tolerated clock skew for `iat`.
     static let leeway: TimeInterval = 60
+    /// Longer input is refused before any work.
+    static let maximumLength = 8192
 
-    public init(keyRing: JWTKeyRing, issuer: String, audience: String, lifetime: Int) async {
-        // Sorted keys make a token a pure function of its claims, so a retried refresh can be
-        // answered with byte-identical tokens.
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .secondsSince1970
-        let serializer = DefaultJWTSerializer(jsonEncoder: encoder)
-        let collection = JWTKeyCollection(defaultJWTSerializer: serializer)
-        for key in keyRing.keys {
-            await collection.add(
-                hmac: HMACKey(from: key.secret), digestAlgorithm: .sha256, kid: JWKIdentifier(string: key.id), serializer: serializer)
-        }
-        keys = collection
-        keyIDs = Set(keyRing.keys.map(\.id))
-        signingKeyID = keyRing.signingKey.id
+    public init(keyRing: JWTKeyRing, issuer: String, audience: String, lifetime: Int) {
+        keys = Dictionary(uniqueKeysWithValues: keyRing.keys.map { ($0.id, HMAC<SHA256>(key: SymmetricKey(data: $0.secret))) })
+        signingKey = HMAC<SHA256>(key: SymmetricKey(data: keyRing.signingKey.secret))
+        var header = JSONWriter(capacity: 64)
+        header.raw("{")
+        header.key("alg")
+        header.string("HS256")
+        header.raw(",")
+        header.key("kid")
+        header.string(keyRing.signingKey.id)
+        header.raw(",")
+        header.key("typ")
+        header.string("JWT")
+        header.raw("}")
+        var encoded: [UInt8] = []
+        Base64URL.append(header.bytes, to: &encoded)
+        signingHeader = encoded
         self.issuer = issuer
         self.audience = audience
         self.lifetime = lifetime
     }
 
-    /// Signs a token issued at `issuedAt`; the same inputs always give the same token.
-    public func issue(userID: UUID, deviceID: String, familyID: UUID, scopes: [String], tokenID: String, issuedAt: Date) async throws -> String {
-        let issued = Date(timeIntervalSince1970: issuedAt.timeIntervalSince1970.rounded(.down))
-        let claims = AccessTokenClaims(
-            iss: .init(value: issuer), aud: .init(value: [audience]), sub: .init(value: userID.uuidString.lowercased()),
-            iat: .init(value: issued), exp: .init(value: issued.addingTimeInterval(TimeInterval(lifetime))),
-            jti: .init(value: tokenID), scope: scopes.joined(separator: " "), did: deviceID,
-            sid: familyID.uuidString.lowercased())
-        return try await keys.sign(claims, kid: JWKIdentifier(string: signingKeyID))
+    /// Signs a token issued at `issuedAt` (whole seconds). The claims are written in sorted key
+    /// order, so the same inputs always give the byte-identical token a retried refresh needs.
+    public func issue(userID: UUID, deviceID: String, familyID: UUID, scopes: [String], tokenID: String, issuedAt: Date) -> String {
+        let issued = Int64(issuedAt.timeIntervalSince1970.rounded(.down))
+        var claims = JSONWriter(capacity: 320)
+        claims.raw("{")
+        claims.key("aud")
+        claims.string(audience)
+        claims.raw(",")
+        claims.key("did")
+        claims.string(deviceID)
+        claims.raw(",")
+        claims.key("exp")
+        claims.integer(issued + Int64(lifetime))
+        claims.raw(",")
+        claims.key("iat")
+        claims.integer(issued)
+        claims.raw(",")
+        claims.key("iss")
+        claims.string(issuer)
+        claims.raw(",")
+        claims.key("jti")
+        claims.string(tokenID)
+        claims.raw(",")
+        claims.key("scope")
+        claims.string(scopes.joined(separator: " "))
+        claims.raw(",")
+        claims.key("sid")
+        claims.uuid(familyID.uuid)
+        claims.raw(",")
+        claims.key("sub")
+        claims.uuid(userID.uuid)
+        claims.raw("}")
+
+        var token = signingHeader
+        token.reserveCapacity(signingHeader.count + Base64URL.encodedCount(claims.bytes.count) + 45)
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(claims.bytes, to: &token)
+        var mac = signingKey
+        token.withUnsafeBytes { mac.update(data: $0) }
+        let code = mac.finalize()
+        token.append(UInt8(ascii: "."))
+        Base64URL.append(code, to: &token)
+        return String(decoding: token, as: UTF8.self)
     }
 
-    /// Verifies signature, algorithm, key id and every claim; throws `InvalidAccessToken`.
-    public func verify(_ token: String, now: Date = Date()) async throws -> Principal {
-        guard token.utf8.count <= 8192, let header = JOSEHeader(token: token) else { throw InvalidAccessToken(reason: "malformed") }
-        guard header.alg == "HS256" else { throw InvalidAccessToken(reason: "algorithm \(header.alg ?? "missing")") }
-        guard let kid = header.kid, keyIDs.contains(kid) else { throw InvalidAccessToken(reason: "unknown key id") }
-        let claims: AccessTokenClaims
-        do {
-            claims = try await keys.verify(token, as: AccessTokenClaims.self)
-        } catch {
-            throw InvalidAccessToken(reason: "signature or format: \(error)")
+    /// Verifies format, algorithm, key id, signature and every claim; throws `InvalidAccessToken`.
+    public func verify(_ token: String, now: Date = Date()) throws -> Principal {
+        var token = token
+        return try token.withUTF8 { try verify(bytes: $0, now: now) }
+    }
+
+    private func verify(bytes token: UnsafeBufferPointer<UInt8>, now: Date) throws -> Principal {
+        guard token.count <= Self.maximumLength,
+              let firstDot = token.firstIndex(of: UInt8(ascii: ".")),
+              let secondDot = token[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
+              !token[(secondDot + 1)...].contains(UInt8(ascii: "."))
+        else { throw InvalidAccessToken(reason: "malformed") }
+
+        return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: token.count * 3 / 4) { scratch in
+            let headerEncoded = UnsafeBufferPointer(rebasing: token[..<firstDot])
+            guard let headerCount = Base64URL.decode(headerEncoded, into: scratch) else { throw InvalidAccessToken(reason: "malformed header") }
+            var mac = try key(forHeader: UnsafeBufferPointer(rebasing: scratch[..<headerCount]))
+
+            mac.update(data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: token[..<secondDot])))
+            let expected = mac.finalize()
+            let signature = UnsafeBufferPointer(rebasing: token[(secondDot + 1)...])
+            guard signature.count == 43, Base64URL.decode(signature, into: scratch) == SHA256.byteCount,
+                  expected.withUnsafeBytes({ Self.constantTimeEqual($0, UnsafeBufferPointer(rebasing: scratch[..<SHA256.byteCount])) })
+            else { throw InvalidAccessToken(reason: "signature") }
+
+            let claimsEncoded = UnsafeBufferPointer(rebasing: token[(firstDot + 1)..<secondDot])
+            guard let claimsCount = Base64URL.decode(claimsEncoded, into: scratch) else { throw InvalidAccessToken(reason: "malformed claims") }
+            var claims = Claims()
+            guard FlatJSONReader.read(UnsafeBufferPointer(rebasing: scratch[..<claimsCount]), { claims.take($0, $1) }) else {
+                throw InvalidAccessToken(reason: "malformed claims")
+            }
+            return try claims.principal(issuer: issuer, audience: audience, now: now.timeIntervalSince1970)
         }
-        guard claims.exp.value > now else { throw InvalidAccessToken(reason: "expired") }
-        guard claims.iat.value <= now.addingTimeInterval(Self.leeway) else { throw InvalidAccessToken(reason: "issued in the future") }
-        guard claims.iss.value == issuer else { throw InvalidAccessToken(reason: "issuer") }
-        guard claims.aud.value.contains(audience) else { throw InvalidAccessToken(reason: "audience") }
-        guard let userID = UUID(uuidString: claims.sub.value), let familyID = UUID(uuidString: claims.sid),
-              !claims.did.isEmpty, !claims.jti.value.isEmpty
-        else { throw InvalidAccessToken(reason: "malformed claims") }
-        return Principal(
-            userID: userID, deviceID: claims.did, familyID: familyID,
-            scopes: Set(claims.scope.split(separator: " ").map(String.init)), tokenID: claims.jti.value)
+    }
+
+    /// The key the header names, once it says HS256 and nothing this verifier does not understand.
+    private func key(forHeader header: UnsafeBufferPointer<UInt8>) throws -> HMAC<SHA256> {
+        var algorithm: String?, keyID: String?, understood = true
+        var typed = false
+        let wellFormed = FlatJSONReader.read(header) { name, value in
+            switch (name, value) {
+            case ("alg", .string(let text)) where algorithm == nil: algorithm = text
+            case ("kid", .string(let text)) where keyID == nil: keyID = text
+            case ("typ", .string("JWT")) where !typed: typed = true
+            default: understood = false
+            }
+            return understood
+        }
+        guard wellFormed, understood else { throw InvalidAccessToken(reason: "header") }
+        guard algorithm == "HS256" else { throw InvalidAccessToken(reason: "algorithm \(algorithm ?? "missing")") }
+        guard let keyID, let key = keys[keyID] else { throw InvalidAccessToken(reason: "unknown key id") }
+        return key
+    }
+
+    /// Compares every byte whatever the first difference, so timing says nothing about the MAC.
+    private static func constantTimeEqual(_ lhs: UnsafeRawBufferPointer, _ rhs: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard lhs.count == rhs.count else { return false }
+        var difference: UInt8 = 0
+        for index in 0..<lhs.count { difference |= lhs[index] ^ rhs[index] }
+        return difference == 0
+    }
+
+    /// The claims as read; unknown members are ignored, wrongly typed ones fail the token.
+    private struct Claims {
+        var iss: String?, aud: [String]?, sub: String?, iat: Double?, exp: Double?
+        var jti: String?, scope: String?, did: String?, sid: String?
+
+        /// False for a claim of the wrong type or one seen before.
+        mutating func take(_ name: String, _ value: FlatJSONReader.Value) -> Bool {
+            switch (name, value) {
+            case ("iss", .string(let text)) where iss == nil: iss = text
+            case ("aud", .string(let text)) where aud == nil: aud = [text]
+            case ("aud", .strings(let texts)) where aud == nil: aud = texts
+            case ("sub", .string(let text)) where sub == nil: sub = text
+            case ("iat", .number(let seconds)) where iat == nil: iat = seconds
+            case ("exp", .number(let seconds)) where exp == nil: exp = seconds
+            case ("jti", .string(let text)) where jti == nil: jti = text
+            case ("scope", .string(let text)) where scope == nil: scope = text
+            case ("did", .string(let text)) where did == nil: did = text
+            case ("sid", .string(let text)) where sid == nil: sid = text
+            case ("iss", _), ("aud", _), ("sub", _), ("iat", _), ("exp", _), ("jti", _), ("scope", _), ("did", _), ("sid", _):
+                return false
+            default:
+                break
+            }
+            return true
+        }
+
+        func principal(issuer: String, audience: String, now: Double) throws -> Principal {
+            guard let iss, let aud, let sub, let iat, let exp, let jti, let scope, let did, let sid else {
+                throw InvalidAccessToken(reason: "missing claims")
+            }
+            guard exp > now else { throw InvalidAccessToken(reason: "expired") }
+            guard iat <= now + AccessTokens.leeway else { throw InvalidAccessToken(reason: "issued in the future") }
+            guard iss == issuer else { throw InvalidAccessToken(reason: "issuer") }
+            guard aud.contains(audience) else { throw InvalidAccessToken(reason: "audience") }
+            guard let userID = UUID(canonical: sub), let familyID = UUID(canonical: sid), !did.isEmpty, !jti.isEmpty else {
+                throw InvalidAccessToken(reason: "malformed claims")
+            }
+            return Principal(userID: userID, deviceID: did, familyID: familyID, scope: scope, tokenID: jti)
+        }
     }
 }

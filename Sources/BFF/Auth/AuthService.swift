@@ -92,7 +92,7 @@ struct AuthService: Sendable {
     /// rotation returns byte-identical tokens.
     func pair(for refresh: IssuedRefreshToken, user: UserRecord, scopes: [String] = AccessTokens.allScopes) async throws -> TokenPair {
         let tokenID = String(Base64URL.encode(Digest.sha256(refresh.token)).prefix(22))
-        let access = try await accessTokens.issue(
+        let access = accessTokens.issue(
             userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: scopes,
             tokenID: tokenID, issuedAt: refresh.issuedAt)
         let now = Date()

@@ -27,11 +27,11 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.authentication = await authenticate(request)
+        context.authentication = authenticate(request)
         return try await next(request, context)
     }
 
-    func authenticate(_ request: Request) async -> Authentication {
+    func authenticate(_ request: Request) -> Authentication {
         let token: String
         if let header = request.headers[.authorization] {
             guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { return .invalid }
@@ -42,7 +42,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
             return .anonymous
         }
         do {
-            return .authenticated(try await tokens.verify(token))
+            return .authenticated(try tokens.verify(token))
         } catch {
             return .invalid
         }
@@ -58,7 +58,7 @@ enum Authorization {
         case .invalid:
             throw APIError.invalidToken()
         case .authenticated(let principal):
-            guard principal.scopes.contains(scope) else { throw APIError.insufficientScope(scope) }
+            guard principal.has(scope: scope) else { throw APIError.insufficientScope(scope) }
             return principal
         }
     }

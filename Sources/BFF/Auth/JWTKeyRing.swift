@@ -30,24 +30,3 @@ public struct JWTKeyRing: Sendable {
         self.keys = keys
     }
 }
-
-/// Base64url without padding (RFC 4648 §5), the alphabet of tokens and keys.
-public enum Base64URL {
-    public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
-        Data(bytes).base64EncodedString()
-            .replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_")
-            .replacingOccurrences(of: "=", with: "")
-    }
-
-    public static func decode(_ text: String) -> [UInt8]? {
-        guard text.utf8.allSatisfy({ byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x2D || byte == 0x5F || byte == 0x3D
-        }) else { return nil }
-        var base64 = text.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
-        base64 = base64.replacingOccurrences(of: "=", with: "")
-        base64 += String(repeating: "=", count: (4 - base64.count % 4) % 4)
-        return Data(base64Encoded: base64).map(Array.init)
-    }
-}

@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import JWTKit
 import Testing
 @testable import BFF
 
@@ -10,8 +11,8 @@ struct AccessTokenTests {
     static let k1 = [UInt8](repeating: 9, count: 32)
     static let k2 = [UInt8](repeating: 7, count: 32)
 
-    func tokens(_ ring: String = TestEnvironment.jwtKeys) async throws -> AccessTokens {
-        await AccessTokens(keyRing: try JWTKeyRing(parsing: ring), issuer: "bff", audience: "mobile", lifetime: 900)
+    func tokens(_ ring: String = TestEnvironment.jwtKeys) throws -> AccessTokens {
+        AccessTokens(keyRing: try JWTKeyRing(parsing: ring), issuer: "bff", audience: "mobile", lifetime: 900)
     }
 
     /// A token with any header and claims, HMAC-signed with `secret` (or unsigned).
@@ -33,15 +34,15 @@ struct AccessTokenTests {
 
     @Test("a signed token verifies into its principal; tokens are a pure function of their claims")
     func roundTrip() async throws {
-        let tokens = try await tokens()
+        let tokens = try tokens()
         let user = UUID(), family = UUID()
         let issuedAt = Date()
-        let token = try await tokens.issue(
+        let token = tokens.issue(
             userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw"], tokenID: "t1", issuedAt: issuedAt)
-        let again = try await tokens.issue(
+        let again = tokens.issue(
             userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw"], tokenID: "t1", issuedAt: issuedAt)
         #expect(token == again)
-        let principal = try await tokens.verify(token)
+        let principal = try tokens.verify(token)
         #expect(principal.userID == user && principal.familyID == family && principal.deviceID == "device-0001")
         #expect(principal.scopes == ["chat:rw"])
         #expect(JOSEHeader(token: token)?.kid == "k2")
@@ -50,22 +51,23 @@ struct AccessTokenTests {
 
     @Test("the second key of the ring still verifies (rotation by prepending a key)")
     func secondKeyVerifies() async throws {
-        let old = try await tokens("k1:" + Base64URL.encode(Self.k1))
-        let token = try await old.issue(
+        let old = try tokens("k1:" + Base64URL.encode(Self.k1))
+        let token = old.issue(
             userID: UUID(), deviceID: "device-0001", familyID: UUID(), scopes: ["chat:rw"], tokenID: "t", issuedAt: Date())
-        let rotated = try await tokens()
-        _ = try await rotated.verify(token)
-        let dropped = try await tokens("k3:" + Base64URL.encode([UInt8](repeating: 3, count: 32)))
-        await #expect(throws: InvalidAccessToken.self) { try await dropped.verify(token) }
+        let rotated = try tokens()
+        _ = try rotated.verify(token)
+        let dropped = try tokens("k3:" + Base64URL.encode([UInt8](repeating: 3, count: 32)))
+        #expect(throws: InvalidAccessToken.self) { try dropped.verify(token) }
     }
 
     @Test("rejected: any algorithm but HS256, unknown kid, bad signature, expired, future iat, wrong iss or aud, missing claim, malformed",
           arguments: [
             "alg none", "alg HS512", "alg RS256", "no kid", "unknown kid", "bad signature", "expired", "iat in the future",
             "wrong iss", "wrong aud", "missing did", "missing exp", "not a uuid sub", "garbage", "two parts",
+            "duplicate sub", "duplicate alg", "numeric scope", "crit header", "padded signature",
           ])
     func rejections(_ variant: String) async throws {
-        let tokens = try await tokens()
+        let tokens = try tokens()
         var header: [String: Any] = ["alg": "HS256", "typ": "JWT", "kid": "k2"]
         var claims = Self.validClaims()
         var secret: [UInt8]? = Self.k2
@@ -89,13 +91,26 @@ struct AccessTokenTests {
         var token = try Self.forge(header: header, claims: claims, secret: secret)
         if variant == "garbage" { token = "not-a-token" }
         if variant == "two parts" { token = token.split(separator: ".").prefix(2).joined(separator: ".") }
-        await #expect(throws: InvalidAccessToken.self) { try await tokens.verify(token) }
+        if variant == "numeric scope" { claims["scope"] = 7; token = try Self.forge(header: header, claims: claims, secret: secret) }
+        if variant == "crit header" { header["crit"] = ["exp"]; token = try Self.forge(header: header, claims: claims, secret: secret) }
+        if variant == "padded signature" { token += "=" }
+        if variant == "duplicate sub" || variant == "duplicate alg" {
+            // JSONSerialization cannot write a member twice: these are assembled by hand, then signed.
+            var headerJSON = #"{"alg":"HS256","kid":"k2","typ":"JWT"}"#
+            var claimsJSON = String(decoding: try JSONSerialization.data(withJSONObject: claims, options: .sortedKeys), as: UTF8.self)
+            if variant == "duplicate sub" { claimsJSON = String(claimsJSON.dropLast()) + #","sub":"\#(UUID().uuidString.lowercased())"}"# }
+            if variant == "duplicate alg" { headerJSON = #"{"alg":"none","alg":"HS256","kid":"k2","typ":"JWT"}"# }
+            let signingInput = Base64URL.encode(Array(headerJSON.utf8)) + "." + Base64URL.encode(Array(claimsJSON.utf8))
+            let mac = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: SymmetricKey(data: Self.k2))
+            token = signingInput + "." + Base64URL.encode(mac)
+        }
+        #expect(throws: InvalidAccessToken.self) { try tokens.verify(token) }
     }
 
     @Test("a control: the forged-token helper makes tokens that verify when nothing is bent")
     func forgedControl() async throws {
         let token = try Self.forge(header: ["alg": "HS256", "typ": "JWT", "kid": "k2"], claims: Self.validClaims())
-        _ = try await tokens().verify(token)
+        _ = try tokens().verify(token)
     }
 }
 
@@ -149,4 +164,46 @@ struct AuthenticationHTTPTests {
             #expect(both.status == .unauthorized)
         }
     }
+}
+
+@Suite("AppJWT interoperability")
+struct AccessTokenInteropTests {
+    static let secret = [UInt8](repeating: 5, count: 32)
+
+    @Test("tokens this server signs verify with jwt-kit, and jwt-kit's HS256 tokens verify here")
+    func jwtKit() async throws {
+        let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: "k5:" + Base64URL.encode(Self.secret)), issuer: "bff", audience: "mobile", lifetime: 900)
+        let keys = JWTKeyCollection()
+        await keys.add(hmac: HMACKey(from: Self.secret), digestAlgorithm: .sha256, kid: "k5")
+        let user = UUID(), family = UUID()
+        let ours = tokens.issue(userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw", "profile:read"],
+                                tokenID: "jti-1", issuedAt: Date())
+        let claims = try await keys.verify(ours, as: InteropClaims.self)
+        #expect(claims.sub.value == user.uuidString.lowercased() && claims.sid == family.uuidString.lowercased())
+        #expect(claims.scope == "chat:rw profile:read" && claims.did == "device-0001" && claims.aud.value == ["mobile"])
+        #expect(claims.exp.value.timeIntervalSince(claims.iat.value) == 900)
+
+        let now = Date()
+        let theirs = try await keys.sign(InteropClaims(
+            iss: "bff", aud: "mobile", sub: .init(value: user.uuidString.lowercased()), iat: .init(value: now),
+            exp: .init(value: now.addingTimeInterval(60)), jti: "jti-2", scope: "chat:rw", did: "device-0002",
+            sid: family.uuidString.lowercased()), kid: "k5")
+        let principal = try tokens.verify(theirs)
+        #expect(principal.userID == user && principal.familyID == family && principal.deviceID == "device-0002")
+        #expect(principal.scopes == ["chat:rw"] && principal.tokenID == "jti-2")
+    }
+}
+
+struct InteropClaims: JWTPayload {
+    var iss: IssuerClaim
+    var aud: AudienceClaim
+    var sub: SubjectClaim
+    var iat: IssuedAtClaim
+    var exp: ExpirationClaim
+    var jti: IDClaim
+    var scope: String
+    var did: String
+    var sid: String
+
+    func verify(using algorithm: some JWTAlgorithm) throws {}
 }

@@ -1,0 +1,117 @@
+import Foundation
+import Testing
+@testable import BFF
+
+/// The hand-written encoders and decoders of the hot paths, held to the standards they replace.
+@Suite("Wire formats")
+struct WireFormatTests {
+    @Test("base64url: RFC 4648 vectors both ways; padding only at the end; non-canonical and impossible input refused")
+    func base64url() {
+        let vectors = ["": "", "f": "Zg", "fo": "Zm8", "foo": "Zm9v", "foob": "Zm9vYg", "fooba": "Zm9vYmE", "foobar": "Zm9vYmFy"]
+        for (plain, encoded) in vectors {
+            #expect(Base64URL.encode(Array(plain.utf8)) == encoded)
+            #expect(Base64URL.decode(encoded) == Array(plain.utf8))
+        }
+        #expect(Base64URL.encode([0xFB, 0xFF, 0xBF]) == "-_-_")
+        #expect(Base64URL.decode("Zg==") == Array("f".utf8))
+        for bad in ["Zh", "Zm9", "Z", "Zg===", "Z=g", "Zm9v+", "Zm9v/", "Zm 9v", "é"] {
+            #expect(Base64URL.decode(bad) == nil, "\(bad)")
+        }
+        var generator = SystemRandomNumberGenerator()
+        for count in 0..<70 {
+            let bytes = (0..<count).map { _ in UInt8.random(in: 0...255, using: &generator) }
+            let foundation = Data(bytes).base64EncodedString()
+                .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
+            #expect(Base64URL.encode(bytes) == foundation)
+            #expect(Base64URL.decode(foundation) == bytes)
+        }
+    }
+
+    @Test("JSONWriter strings and integers read back through JSONSerialization unchanged")
+    func writerRoundTrip() throws {
+        let texts = ["plain", "quote \" backslash \\ slash /", "lines\n\r\t\u{8}\u{C}", "nul \u{0} and \u{1F}", "日本語 🧪", ""]
+        for text in texts {
+            var writer = JSONWriter()
+            writer.raw("[")
+            writer.string(text)
+            writer.raw(",")
+            writer.integer(Int64.min)
+            writer.raw(",")
+            writer.integer(0)
+            writer.raw(",")
+            writer.integer(Int64.max)
+            writer.raw("]")
+            let array = try #require(try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [Any])
+            #expect(array[0] as? String == text)
+            #expect((array[1] as? NSNumber)?.int64Value == Int64.min)
+            #expect((array[2] as? NSNumber)?.int64Value == 0)
+            #expect((array[3] as? NSNumber)?.int64Value == Int64.max)
+        }
+        var writer = JSONWriter()
+        writer.uuid(UUID(uuidString: "0A1B2C3D-4E5F-6789-ABCD-EF0123456789")!.uuid)
+        #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"0a1b2c3d-4e5f-6789-abcd-ef0123456789\"")
+    }
+
+    @Test("JSONWriter timestamps equal the contract's RFC 3339 dates (RFC3339Dates) across eras, rounded to the millisecond")
+    func timestamps() throws {
+        func written(_ micros: Int64) -> String {
+            var writer = JSONWriter()
+            writer.timestamp(micros: micros)
+            return String(decoding: writer.bytes, as: UTF8.self)
+        }
+        #expect(written(0) == "\"1970-01-01T00:00:00.000Z\"")
+        #expect(written(499) == "\"1970-01-01T00:00:00.000Z\"")
+        #expect(written(500) == "\"1970-01-01T00:00:00.001Z\"")
+        #expect(written(-1) == "\"1970-01-01T00:00:00.000Z\"")
+        #expect(written(-501) == "\"1969-12-31T23:59:59.999Z\"")
+        #expect(written(951_782_400_000_000) == "\"2000-02-29T00:00:00.000Z\"")
+        #expect(written(1_709_251_199_999_600) == "\"2024-03-01T00:00:00.000Z\"")
+        var generator = SystemRandomNumberGenerator()
+        // 1900-03-01 … 2099-12-31, leap days included; the oracle gets whole milliseconds.
+        for _ in 0..<2_000 {
+            let millis = Int64.random(in: -2_203_891_200_000...4_102_444_799_999, using: &generator)
+            let expected = try RFC3339Dates().encode(Date(timeIntervalSince1970: Double(millis) / 1000))
+            #expect(written(millis * 1000) == "\"\(expected)\"", "\(millis)")
+        }
+    }
+
+    @Test("FlatJSONReader reads strings with every escape, numbers, literals and string arrays")
+    func readerAccepts() {
+        let text = #"{ "a" : "x\"\\\/\b\f\n\r\t\u00e9\ud83e\uddea", "n": -12.5e1, "i": 1763800000, "t": true, "f": false, "z": null, "s": ["p", "q"], "e": [] }"#
+        var members: [String: FlatJSONReader.Value] = [:]
+        let ok = Array(text.utf8).withUnsafeBufferPointer { FlatJSONReader.read($0) { members[$0] = $1; return true } }
+        #expect(ok)
+        #expect(members["a"] == .string("x\"\\/\u{8}\u{C}\n\r\té🧪"))
+        #expect(members["n"] == .number(-125))
+        #expect(members["i"] == .number(1_763_800_000))
+        #expect(members["t"] == .bool(true) && members["f"] == .bool(false) && members["z"] == .null)
+        #expect(members["s"] == .strings(["p", "q"]) && members["e"] == .strings([]))
+    }
+
+    @Test("FlatJSONReader refuses what is not one flat object", arguments: [
+        "", "[]", "{", "{}x", #"{"a":{"b":1}}"#, #"{"a":[1]}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#,
+        #"{"a":"\x"}"#, #"{"a":"\ud83e"}"#, "{\"a\":\"tab\tinside\"}", #"{"a":tru}"#, #"{a:1}"#, #"{"a":1,}"#, #"{"a" 1}"#, #"{"a":"open}"#,
+    ])
+    func readerRefuses(_ text: String) {
+        let ok = Array(text.utf8).withUnsafeBufferPointer { FlatJSONReader.read($0) { _, _ in true } }
+        #expect(!ok)
+    }
+
+    @Test("FlatJSONReader stops and fails when the caller refuses a member")
+    func readerCallerRefuses() {
+        var seen: [String] = []
+        let ok = Array(#"{"a":1,"b":2,"a":3}"#.utf8).withUnsafeBufferPointer {
+            FlatJSONReader.read($0) { name, _ in
+                defer { seen.append(name) }
+                return !seen.contains(name)
+            }
+        }
+        #expect(!ok && seen == ["a", "b", "a"])
+    }
+
+    @Test("FlatJSONReader refuses invalid UTF-8 inside a string")
+    func readerRefusesInvalidUTF8() {
+        let bytes: [UInt8] = Array(#"{"a":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
+        #expect(!bytes.withUnsafeBufferPointer { FlatJSONReader.read($0) { _, _ in true } })
+    }
+}
