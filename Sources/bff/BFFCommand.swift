@@ -2,7 +2,6 @@ import ArgumentParser
 import BFF
 import Foundation
 
-@main
 struct BFFCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bff",

@@ -34,8 +34,24 @@ public enum Commands {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
-        return try await withDatabase(dependencies.database.client) { client in
+        return try await withDatabase(dependencies.database) { client in
             try await dependencies.migrator.migrate(client: client)
+        }
+    }
+
+    /// Runs `body` with all of the database's pools running, then shuts them down.
+    public static func withDatabase<Result: Sendable>(
+        _ database: Database, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        try await withThrowingTaskGroup(of: Result?.self) { group in
+            for client in database.clients {
+                group.addTask {
+                    await client.run()
+                    return nil
+                }
+            }
+            defer { group.cancelAll() }
+            return try await body(database.client)
         }
     }
 

@@ -20,7 +20,7 @@ extension Commands {
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let auth = dependencies.authService
-        let pair = try await withDatabase(dependencies.database.client) { client in
+        let pair = try await withDatabase(dependencies.database) { client in
             _ = try await client.query("""
                 INSERT INTO users (id, issuer, subject) VALUES (\(userID), 'urn:bff:operator', \(userID.uuidString.lowercased()))
                 ON CONFLICT (id) DO NOTHING
@@ -41,7 +41,7 @@ extension Commands {
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let identity = IdentityRepository(database: dependencies.database)
-        return try await withDatabase(dependencies.database.client) { _ in
+        return try await withDatabase(dependencies.database) { _ in
             if let userID { return try await identity.revokeUser(userID: userID, reason: "operator") }
             if let deviceID { return try await identity.revokeDevice(deviceID: deviceID, reason: "operator") }
             return 0

@@ -1,6 +1,8 @@
 import Logging
 import Metrics
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
 import PostgresNIO
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
@@ -9,18 +11,55 @@ struct DatabaseUnavailable: Error, CustomStringConvertible {
     var description: String { "database unavailable: \(reason)" }
 }
 
-/// The server's one `PostgresClient`, with a deadline on every use so that a dead database turns into
+/// The server's connection pools, with a deadline on every use so that a dead database turns into
 /// fast 503s instead of requests queueing behind the pool's reconnect back-off.
+///
+/// The server has one pool per event loop and a request uses the pool of the loop it runs on, so
+/// the query is written, its rows read and the request resumed on one thread. With one shared pool
+/// every query crossed threads twice, which on two cores cost more than the query (DESIGN §9).
 public struct Database: Sendable {
-    public let client: PostgresClient
+    struct Pool: Sendable {
+        let loop: (any EventLoop)?
+        let client: PostgresClient
+    }
+
+    private let pools: [Pool]
     public let logger: Logger
     let timeout: Duration
     private let leases: Gauge
     private let leasesInFlight: NIOLockedValueBox<Int>
 
+    /// The pool of the current event loop; the first pool off the loops.
+    public var client: PostgresClient {
+        if pools.count > 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
+            for pool in pools where pool.loop === current { return pool.client }
+        }
+        return pools[0].client
+    }
+
+    /// Every pool: each must run for the server's lifetime.
+    public var clients: [PostgresClient] { pools.map(\.client) }
+
+    /// A single pool (commands, tests).
     public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
                 logger: Logger = Logger(label: "bff.database")) {
-        self.client = client
+        self.init(pools: [Pool(loop: nil, client: client)], timeout: timeout, poolSize: poolSize, logger: logger)
+    }
+
+    /// One pool per loop of `group`, splitting `poolSize` connections between them (at least one each).
+    public init(configuration: DatabaseURL, perEventLoopOf group: MultiThreadedEventLoopGroup, timeout: Duration, poolSize: Int,
+                logger: Logger) {
+        let loops = Array(group.makeIterator())
+        let perLoop = max(1, poolSize / loops.count)
+        let pools = loops.map { loop in
+            Pool(loop: loop, client: PostgresClient(
+                configuration: configuration.clientConfiguration(poolSize: perLoop), eventLoopGroup: loop, backgroundLogger: logger))
+        }
+        self.init(pools: pools, timeout: timeout, poolSize: perLoop * loops.count, logger: logger)
+    }
+
+    private init(pools: [Pool], timeout: Duration, poolSize: Int, logger: Logger) {
+        self.pools = pools
         self.logger = logger
         self.timeout = timeout
         self.leases = Gauge(label: "bff_db_pool_leases_in_use")
@@ -88,18 +127,28 @@ public struct Database: Sendable {
     }
 }
 
-/// Races `operation` against a timer; the loser is cancelled.
+/// Runs `operation` with a deadline: when it passes, the operation is cancelled and the call throws
+/// `DatabaseUnavailable` once the operation has wound down. The timer is an event-loop task:
+/// `Task.sleep` would put a Dispatch timer and a second child task on every database call.
 func withDeadline<Result: Sendable>(
     _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
-    try await withThrowingTaskGroup(of: Result.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw DatabaseUnavailable(reason: "no answer within \(timeout)")
+    let task = Task { try await operation() }
+    let expired = NIOLockedValueBox(false)
+    let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
+    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(nanoseconds)) {
+        expired.withLockedValue { $0 = true }
+        task.cancel()
+    }
+    defer { timer.cancel() }
+    do {
+        return try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
         }
-        defer { group.cancelAll() }
-        guard let result = try await group.next() else { throw CancellationError() }
-        return result
+    } catch {
+        if expired.withLockedValue({ $0 }) { throw DatabaseUnavailable(reason: "no answer within \(timeout)") }
+        throw error
     }
 }
