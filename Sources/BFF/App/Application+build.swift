@@ -22,11 +22,9 @@ public struct AppDependencies: Sendable {
         self.logger = logger
         var dbLogger = logger
         dbLogger[metadataKey: "component"] = "postgres"
-        let client = PostgresClient(
-            configuration: configuration.database.clientConfiguration(poolSize: configuration.databasePoolSize),
-            backgroundLogger: dbLogger)
         self.database = Database(
-            client: client, timeout: configuration.databaseTimeout, poolSize: configuration.databasePoolSize, logger: dbLogger)
+            configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
+            poolSize: configuration.databasePoolSize, logger: dbLogger)
         self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
         self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
@@ -95,8 +93,10 @@ public func buildApplication(
     }
 
     extraRoutes(router)
+    let chatList = ChatListRoute(chats: ChatRepository(database: dependencies.database))
+    chatList.register(on: router)
     try APIService(dependencies: dependencies).registerHandlers(
-        on: RecordingTransport(router: router, routes: routes),
+        on: RecordingTransport(router: router, routes: routes, servedNatively: [(ChatListRoute.method, ChatListRoute.path)]),
         configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
 
     let server: HTTPServerBuilder
@@ -115,7 +115,8 @@ public func buildApplication(
         server: server,
         configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
         logger: dependencies.logger)
-    app.addServices(dependencies.database.client, MaintenanceService(dependencies: dependencies))
+    for client in dependencies.database.clients { app.addServices(client) }
+    app.addServices(MaintenanceService(dependencies: dependencies))
     app.beforeServerStarts {
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
     }

@@ -34,8 +34,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     func authenticate(_ request: Request) -> Authentication {
         let token: String
         if let header = request.headers[.authorization] {
-            guard header.count > 7, header.prefix(7).lowercased() == "bearer " else { return .invalid }
-            token = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+            guard let credentials = Self.bearerCredentials(header) else { return .invalid }
+            token = credentials
         } else if let cookie = request.cookies["bff_session"]?.value, !cookie.isEmpty {
             token = cookie
         } else {
@@ -47,12 +47,29 @@ struct AuthenticationMiddleware: RouterMiddleware {
             return .invalid
         }
     }
+
+    /// The token of `Bearer <token>` (scheme case-insensitive, RFC 9110 §11.1), spaces around it trimmed.
+    static func bearerCredentials(_ header: String) -> String? {
+        var utf8 = Substring(header).utf8
+        let scheme = "bearer ".utf8
+        guard utf8.count > scheme.count,
+              zip(utf8.prefix(scheme.count), scheme).allSatisfy({ $0 | 0x20 == $1 })
+        else { return nil }
+        utf8 = utf8.dropFirst(scheme.count)
+        while let first = utf8.first, first == 0x20 || first == 0x09 { utf8 = utf8.dropFirst() }
+        while let last = utf8.last, last == 0x20 || last == 0x09 { utf8 = utf8.dropLast() }
+        return utf8.isEmpty ? nil : String(Substring(utf8))
+    }
 }
 
 /// The check every protected operation starts with.
 enum Authorization {
     static func require(_ scope: String) throws -> Principal {
-        switch AppRequestContext.current?.authentication ?? .anonymous {
+        try require(scope, in: AppRequestContext.current)
+    }
+
+    static func require(_ scope: String, in context: AppRequestContext?) throws -> Principal {
+        switch context?.authentication ?? .anonymous {
         case .anonymous:
             throw APIError.invalidToken("A bearer access token is required.")
         case .invalid:

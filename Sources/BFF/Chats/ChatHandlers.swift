@@ -8,23 +8,14 @@ extension APIService {
         return id
     }
 
+    /// Served by `ChatListRoute` in the running server (it writes the JSON itself); this generated
+    /// form of the same page is the reference the route's output is tested against.
     func listChats(_ input: Operations.ListChats.Input) async throws -> Operations.ListChats.Output {
         let principal = try Authorization.require("chat:rw")
-        let limit = try PageLimit.resolve(input.query.limit, default: 20, max: 200)
-        let items: [Components.Schemas.ChatListItem]
-        let nextCursor: String?
-        if let since = input.query.updatedSince {
-            let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .delta) }
-            let page = try await chats.changes(userID: principal.userID, since: since, limit: limit, after: cursor)
-            items = page.prefix(limit).map { $0.deleted ? .ChatTombstone($0.tombstone) : .Chat($0.schema) }
-            nextCursor = page.count > limit ? KeysetCursor(list: .delta, micros: page[limit - 1].updatedMicros, id: page[limit - 1].id).encoded() : nil
-        } else {
-            let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .newest) }
-            let page = try await chats.newest(userID: principal.userID, limit: limit, after: cursor)
-            items = page.prefix(limit).map { .Chat($0.schema) }
-            nextCursor = page.count > limit ? KeysetCursor(list: .newest, micros: page[limit - 1].updatedMicros, id: page[limit - 1].id).encoded() : nil
-        }
-        return .ok(.init(body: .json(.init(items: items, nextCursor: nextCursor))))
+        let page = try await chats.page(
+            userID: principal.userID, limit: input.query.limit, cursor: input.query.cursor, updatedSince: input.query.updatedSince)
+        let items: [Components.Schemas.ChatListItem] = page.records.map { $0.deleted ? .ChatTombstone($0.tombstone) : .Chat($0.schema) }
+        return .ok(.init(body: .json(.init(items: items, nextCursor: page.nextCursor))))
     }
 
     func createChat(_ input: Operations.CreateChat.Input) async throws -> Operations.CreateChat.Output {

@@ -9,12 +9,31 @@ struct ChatRecord: Sendable, Equatable, Codable {
     let subjectID: String?
     let topicID: String?
     let status: String
-    let createdAt: Date
-    let updatedAt: Date
+    let createdMicros: Int64
     let updatedMicros: Int64
     let messageCount: Int
     let lastMessagePreview: String?
     let deleted: Bool
+
+    var createdAt: Date { Date(micros: createdMicros) }
+    var updatedAt: Date { Date(micros: updatedMicros) }
+}
+
+extension ChatRecord {
+    /// A row of `ChatRepository.columns`.
+    init(row: PostgresRow) throws {
+        var cells = BinaryCells(row)
+        id = try cells.uuid()
+        title = try cells.string()
+        subjectID = try cells.optionalString()
+        topicID = try cells.optionalString()
+        status = try cells.string()
+        createdMicros = try cells.timestampMicros()
+        updatedMicros = try cells.timestampMicros()
+        messageCount = try cells.int()
+        lastMessagePreview = try cells.optionalString()
+        deleted = try cells.bool()
+    }
 }
 
 struct MessageRecord: Sendable, Equatable {
@@ -40,22 +59,14 @@ struct ChatRepository: Sendable {
     let database: Database
 
     static let columns = """
-        id, title, subject_id, topic_id, status, created_at, updated_at,
-        (extract(epoch FROM updated_at) * 1000000)::int8, message_count, last_message_preview, deleted_at IS NOT NULL
+        id, title, subject_id, topic_id, status, created_at, updated_at, message_count, last_message_preview, deleted_at IS NOT NULL
         """
-    typealias Row = (UUID, String, String?, String?, String, Date, Date, Int64, Int, String?, Bool)
-
-    static func record(_ row: Row) -> ChatRecord {
-        ChatRecord(
-            id: row.0, title: row.1, subjectID: row.2, topicID: row.3, status: row.4, createdAt: row.5, updatedAt: row.6,
-            updatedMicros: row.7, messageCount: row.8, lastMessagePreview: row.9, deleted: row.10)
-    }
 
     private func records(_ query: PostgresQuery) async throws -> [ChatRecord] {
         try await database.run { client in
             let rows = try await client.query(query)
             var records: [ChatRecord] = []
-            for try await row in rows.decode(Row.self) { records.append(Self.record(row)) }
+            for try await row in rows { records.append(try ChatRecord(row: row)) }
             return records
         }
     }
@@ -73,7 +84,7 @@ struct ChatRepository: Sendable {
         return try await database.run { client in
             var records: [ChatRecord] = []
             for try await row in try await client.execute(NewestChats(userID: userID, limit: limit + 1)) {
-                records.append(Self.record(row))
+                records.append(row)
             }
             return records
         }
@@ -105,7 +116,7 @@ struct ChatRepository: Sendable {
             VALUES (\(userID), \(title), \(subjectID), \(topicID), date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))
             RETURNING \(unescaped: Self.columns)
             """, logger: logger)
-        for try await row in rows.decode(Row.self) { return Self.record(row) }
+        for try await row in rows { return try ChatRecord(row: row) }
         throw DatabaseUnavailable(reason: "chat insert returned no row")
     }
 
@@ -282,7 +293,7 @@ struct NewestChats: PostgresPreparedStatement {
         WHERE user_id = $1 AND deleted_at IS NULL
         ORDER BY updated_at DESC, id DESC LIMIT $2
         """
-    typealias Row = ChatRepository.Row
+    typealias Row = ChatRecord
 
     let userID: UUID
     let limit: Int
@@ -295,6 +306,6 @@ struct NewestChats: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        try row.decode(Row.self)
+        try ChatRecord(row: row)
     }
 }

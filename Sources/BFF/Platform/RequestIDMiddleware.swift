@@ -13,7 +13,7 @@ struct RequestIDMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        let requestID = Self.accepted(request.headers[.requestID]) ?? UUID().uuidString.lowercased()
+        let requestID = Self.accepted(request.headers[.requestID]) ?? UUID.random().lowercasedString
         context.requestID = requestID
         context.logger[metadataKey: "request_id"] = .string(requestID)
         context.logger[metadataKey: "hb.request.id"] = .string(requestID)

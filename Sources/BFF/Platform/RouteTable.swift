@@ -44,16 +44,20 @@ final class RouteTableBox: Sendable {
 }
 
 /// A `ServerTransport` that registers the generated operations on the router and records them.
+/// Operations in `servedNatively` are only recorded: a hand-written route answers them.
 struct RecordingTransport: ServerTransport {
     let router: Router<AppRequestContext>
     let routes: RouteTableBox
+    var servedNatively: [(method: HTTPRequest.Method, path: String)] = []
 
     func register(
         _ handler: @escaping @Sendable (HTTPRequest, HTTPBody?, ServerRequestMetadata) async throws -> (HTTPResponse, HTTPBody?),
         method: HTTPRequest.Method,
         path: String
     ) throws {
-        router.register(handler, method: method, path: path)
+        if !servedNatively.contains(where: { $0.method == method && $0.path == path }) {
+            router.register(handler, method: method, path: path)
+        }
         routes.add(path: path, method: method)
     }
 }

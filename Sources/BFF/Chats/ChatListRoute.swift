@@ -1,0 +1,43 @@
+import Foundation
+import Hummingbird
+import NIOCore
+
+/// `GET /api/v1/chats` (listChats), served on the router directly rather than through the generated
+/// server: the generated path encodes the page with `JSONEncoder`, which cost more than everything
+/// else in the request together (DESIGN §9). Same contract, same repository, same errors; the
+/// route table still records the operation, so 405s and the contract run see it as generated.
+struct ChatListRoute: Sendable {
+    static let method = HTTPRequest.Method.get
+    static let path = "/api/v1/chats"
+
+    let chats: ChatRepository
+
+    func register(on router: Router<AppRequestContext>) {
+        router.on(RouterPath(Self.path), method: Self.method) { request, context in
+            try await respond(to: request, context: context)
+        }
+    }
+
+    func respond(to request: Request, context: AppRequestContext) async throws -> Response {
+        let principal = try Authorization.require("chat:rw", in: context)
+        let query = request.uri.queryParameters
+        var limit: Int?
+        if let text = query["limit"] {
+            guard let value = Int(text) else { throw APIError.validation("limit", "must be an integer") }
+            limit = value
+        }
+        var updatedSince: Date?
+        if let text = query["updated_since"] {
+            do {
+                updatedSince = try RFC3339Dates().decode(String(text))
+            } catch {
+                throw APIError.validation("updated_since", "\"\(text.prefix(40))\" is not an RFC 3339 date-time")
+            }
+        }
+        let page = try await chats.page(
+            userID: principal.userID, limit: limit, cursor: query["cursor"].map(String.init), updatedSince: updatedSince)
+        return Response(
+            status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: ByteBuffer(bytes: page.json())))
+    }
+}

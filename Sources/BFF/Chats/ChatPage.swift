@@ -1,0 +1,81 @@
+import Foundation
+
+/// One page of API-020: the newest-first list or, with `updated_since`, the delta pull.
+struct ChatPage: Sendable {
+    let records: [ChatRecord]
+    let nextCursor: String?
+
+    /// The contract's `ChatList` JSON, written directly (see `JSONWriter`): members in schema order,
+    /// absent optionals omitted, as the generated encoder does.
+    func json() -> [UInt8] {
+        var writer = JSONWriter(capacity: 512 + records.count * 400)
+        writer.raw("{\"items\":[")
+        for (index, record) in records.enumerated() {
+            if index > 0 { writer.byte(UInt8(ascii: ",")) }
+            record.writeListItem(to: &writer)
+        }
+        writer.byte(UInt8(ascii: "]"))
+        if let nextCursor {
+            writer.raw(",\"next_cursor\":")
+            writer.string(nextCursor)
+        }
+        writer.byte(UInt8(ascii: "}"))
+        return writer.bytes
+    }
+}
+
+extension ChatRecord {
+    /// A `Chat`, or a `ChatTombstone` for a deleted chat.
+    func writeListItem(to writer: inout JSONWriter) {
+        writer.raw("{\"id\":")
+        writer.uuid(id.uuid)
+        if deleted {
+            writer.raw(",\"deleted\":true,\"updated_at\":")
+            writer.timestamp(micros: updatedMicros)
+            writer.byte(UInt8(ascii: "}"))
+            return
+        }
+        writer.raw(",\"title\":")
+        writer.string(title)
+        if let subjectID {
+            writer.raw(",\"subject_id\":")
+            writer.string(subjectID)
+        }
+        if let topicID {
+            writer.raw(",\"topic_id\":")
+            writer.string(topicID)
+        }
+        writer.raw(status == "ended" ? ",\"status\":\"ended\",\"created_at\":" : ",\"status\":\"in_progress\",\"created_at\":")
+        writer.timestamp(micros: createdMicros)
+        writer.raw(",\"updated_at\":")
+        writer.timestamp(micros: updatedMicros)
+        writer.raw(",\"message_count\":")
+        writer.integer(messageCount)
+        if let lastMessagePreview {
+            writer.raw(",\"last_message_preview\":")
+            writer.string(lastMessagePreview)
+        }
+        writer.byte(UInt8(ascii: "}"))
+    }
+}
+
+extension ChatRepository {
+    /// The page the query asks for; cursors of the other list, bad limits and bad dates are 422.
+    func page(userID: UUID, limit requested: Int?, cursor: String?, updatedSince: Date?) async throws -> ChatPage {
+        let limit = try PageLimit.resolve(requested, default: 20, max: 200)
+        let list: KeysetCursor.List = updatedSince == nil ? .newest : .delta
+        let after = try cursor.map { try KeysetCursor.decode($0, expecting: list) }
+        var records: [ChatRecord]
+        if let updatedSince {
+            records = try await changes(userID: userID, since: updatedSince, limit: limit, after: after)
+        } else {
+            records = try await newest(userID: userID, limit: limit, after: after)
+        }
+        var nextCursor: String?
+        if records.count > limit {
+            records.removeLast(records.count - limit)
+            nextCursor = KeysetCursor(list: list, micros: records[limit - 1].updatedMicros, id: records[limit - 1].id).encoded()
+        }
+        return ChatPage(records: records, nextCursor: nextCursor)
+    }
+}
