@@ -40,7 +40,6 @@ public struct AppDependencies: Sendable {
                 reuseInterval: configuration.refreshReuseInterval, logger: logger),
             accessTokens: accessTokens,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
-            limiter: RateLimiter(database: database),
             logger: logger)
     }
 }

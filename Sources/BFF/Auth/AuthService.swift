@@ -18,7 +18,6 @@ struct AuthService: Sendable {
     let refreshTokens: RefreshTokenStore
     let accessTokens: AccessTokens
     let oidc: OIDCClient
-    let limiter: RateLimiter
     let logger: Logger
     static let loginLifetime: TimeInterval = 600
 
@@ -61,7 +60,7 @@ struct AuthService: Sendable {
         try await identity.touchDevice(userID: user.id, deviceID: login.deviceID)
         let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
-        return try await pair(for: refresh, user: user)
+        return pair(for: refresh, user: user)
     }
 
     /// API-003: one-time rotation, rate limited per family on top of the per-address limit.
@@ -70,27 +69,22 @@ struct AuthService: Sendable {
             throw APIError.validation("refresh_token", "must be 43 base64url characters")
         }
         try Self.requireDeviceID(deviceID)
-        guard let familyID = try await refreshTokens.family(of: token) else { throw RefreshRefusal.unknown.apiError }
-        let decision = try await limiter.limit(key: "refresh:family:\(familyID)", rate: 10, per: .seconds(60))
-        guard decision.allowed else {
-            let retryAfter = max(1, Int(decision.retryAfter.rounded(.up)))
+        let rotated: RotatedRefreshToken
+        do {
+            rotated = try await refreshTokens.rotate(token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60))
+        } catch let refusal as RefreshRefusal {
+            throw refusal.apiError
+        } catch let limited as RefreshRateLimited {
+            let retryAfter = max(1, Int(limited.retryAfter.rounded(.up)))
             throw APIError(.tooManyRequests, "rate_limited", "Too many refreshes for this session; retry after \(retryAfter) seconds.",
                            headers: [.retryAfter: String(retryAfter)])
         }
-        let issued: IssuedRefreshToken
-        do {
-            issued = try await refreshTokens.rotate(token, deviceID: deviceID)
-        } catch let refusal as RefreshRefusal {
-            throw refusal.apiError
-        }
-        guard let user = try await identity.user(id: issued.userID) else { throw RefreshRefusal.revoked.apiError }
-        try await identity.touchDevice(userID: user.id, deviceID: deviceID)
-        return try await pair(for: issued, user: user)
+        return pair(for: rotated.token, user: rotated.user)
     }
 
     /// The AppJWT is derived from the refresh token it comes with (its `jti` and `iat`), so a replayed
     /// rotation returns byte-identical tokens.
-    func pair(for refresh: IssuedRefreshToken, user: UserRecord, scopes: [String] = AccessTokens.allScopes) async throws -> TokenPair {
+    func pair(for refresh: IssuedRefreshToken, user: UserRecord, scopes: [String] = AccessTokens.allScopes) -> TokenPair {
         let tokenID = String(Base64URL.encode(Digest.sha256(refresh.token)).prefix(22))
         let access = accessTokens.issue(
             userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: scopes,

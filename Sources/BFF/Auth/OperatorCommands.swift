@@ -28,7 +28,7 @@ extension Commands {
             guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
             try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
             let refresh = try await auth.refreshTokens.startFamily(userID: userID, deviceID: deviceID, idpSessionID: nil)
-            return try await auth.pair(for: refresh, user: user, scopes: scopes)
+            return auth.pair(for: refresh, user: user, scopes: scopes)
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]

@@ -77,101 +77,96 @@ struct RefreshTokenStore: Sendable {
         return IssuedRefreshToken(token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt)
     }
 
-    /// The family a token belongs to, for per-family rate limiting before the rotation itself.
-    func family(of token: String) async throws -> UUID? {
-        let hash = Digest.sha256(token)
-        return try await database.run { client in
-            let rows = try await client.query("SELECT family_id FROM refresh_tokens WHERE token_hash = \(hash)")
-            for try await id in rows.decode(UUID.self) { return id }
-            return nil
-        }
-    }
-
-    private enum Outcome: Sendable {
-        case rotated(IssuedRefreshToken)
-        case refused(RefreshRefusal, familyID: UUID?)
-    }
-
-    /// One-time rotation in one transaction holding the family's row lock, so concurrent presentations
-    /// of one token are serialised: the first rotates, retries within the interval get the same child,
-    /// anything else revokes the family.
-    func rotate(_ token: String, deviceID: String) async throws -> IssuedRefreshToken {
-        let parentHash = Digest.sha256(token)
+    /// One-time rotation in one statement (`bff_refresh_rotate`, migration 0006) holding the family's
+    /// row lock, so concurrent presentations of one token are serialised: the first rotates, retries
+    /// within the interval get the same child, anything else revokes the family. The family's own
+    /// rate limit is counted first, and on success the user's row comes back and the device is touched.
+    func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration) async throws -> RotatedRefreshToken {
         let childToken = child(of: token)
-        let childHash = Digest.sha256(childToken)
-        let (lifetime, reuseInterval, logger) = (self.lifetime, self.reuseInterval, self.logger)
-        let outcome: Outcome = try await database.run { client in
-            try await client.withTransaction(logger: logger) { connection -> Outcome in
-                let locked = try await connection.query("""
-                    SELECT f.id, f.user_id, f.revoked_at IS NOT NULL, t.device_id, t.expires_at <= now()
-                    FROM refresh_tokens t JOIN refresh_families f ON f.id = t.family_id
-                    WHERE t.token_hash = \(parentHash)
-                    FOR UPDATE OF f
-                    """, logger: logger)
-                var found: (UUID, UUID, Bool, String, Bool)?
-                for try await row in locked.decode((UUID, UUID, Bool, String, Bool).self) { found = row }
-                guard let (familyID, userID, revoked, boundDevice, expired) = found else { return .refused(.unknown, familyID: nil) }
-                if revoked { return .refused(.revoked, familyID: familyID) }
-                if boundDevice != deviceID {
-                    try await Self.revoke(connection, familyID: familyID, reason: "device_mismatch", logger: logger)
-                    return .refused(.deviceMismatch, familyID: familyID)
-                }
-                if expired { return .refused(.expired, familyID: familyID) }
-
-                let marked = try await connection.query(
-                    "UPDATE refresh_tokens SET used_at = now() WHERE token_hash = \(parentHash) AND used_at IS NULL RETURNING token_hash",
-                    logger: logger)
-                var rotatedNow = false
-                for try await _ in marked { rotatedNow = true }
-                if rotatedNow {
-                    let inserted = try await connection.query("""
-                        INSERT INTO refresh_tokens (token_hash, family_id, parent_hash, device_id, issued_at, expires_at)
-                        VALUES (\(childHash), \(familyID), \(parentHash), \(deviceID), date_trunc('second', now()),
-                                date_trunc('second', now()) + make_interval(secs => \(lifetime)))
-                        RETURNING issued_at, expires_at
-                        """, logger: logger)
-                    for try await (issuedAt, expiresAt) in inserted.decode((Date, Date).self) {
-                        return .rotated(IssuedRefreshToken(
-                            token: childToken, userID: userID, deviceID: deviceID, familyID: familyID,
-                            issuedAt: issuedAt, expiresAt: expiresAt))
-                    }
-                    throw DatabaseUnavailable(reason: "refresh token insert returned no row")
-                }
-
-                // Already used: a lost response retried within the interval gets the unused child again.
-                let replay = try await connection.query("""
-                    SELECT c.issued_at, c.expires_at
-                    FROM refresh_tokens p JOIN refresh_tokens c ON c.token_hash = \(childHash) AND c.parent_hash = p.token_hash
-                    WHERE p.token_hash = \(parentHash) AND c.used_at IS NULL
-                      AND p.used_at > now() - make_interval(secs => \(reuseInterval))
-                    """, logger: logger)
-                for try await (issuedAt, expiresAt) in replay.decode((Date, Date).self) {
-                    return .rotated(IssuedRefreshToken(
-                        token: childToken, userID: userID, deviceID: deviceID, familyID: familyID,
-                        issuedAt: issuedAt, expiresAt: expiresAt))
-                }
-                try await Self.revoke(connection, familyID: familyID, reason: "reuse_detected", logger: logger)
-                return .refused(.reused, familyID: familyID)
-            }
+        let statement = RotateRefreshToken(
+            parentHash: Digest.sha256(token), childHash: Digest.sha256(childToken), deviceID: deviceID,
+            lifetimeSeconds: Int(lifetime), reuseSeconds: Int(reuseInterval), familyRate: familyRate,
+            familyPeriod: Double(familyPeriod.components.seconds))
+        let row = try await database.run { client in
+            for try await row in try await client.execute(statement) { return row }
+            throw DatabaseUnavailable(reason: "bff_refresh_rotate returned no row")
         }
-        switch outcome {
-        case .rotated(let issued):
-            return issued
-        case .refused(let refusal, let familyID):
-            if refusal == .reused || refusal == .deviceMismatch {
-                logger.warning("security: refresh token family revoked", metadata: [
-                    "event": .string(refusal == .reused ? "refresh_reuse_detected" : "refresh_device_mismatch"),
-                    "family_id": .string(familyID?.uuidString ?? "-"),
-                ])
+        switch row.outcome {
+        case "rotated":
+            guard let familyID = row.familyID, let userID = row.userID, let issuedAt = row.issuedAt, let expiresAt = row.expiresAt else {
+                throw DatabaseUnavailable(reason: "bff_refresh_rotate returned an incomplete rotation")
             }
-            throw refusal
+            return RotatedRefreshToken(
+                token: IssuedRefreshToken(
+                    token: childToken, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt),
+                user: UserRecord(id: userID, email: row.email, displayName: row.displayName))
+        case "rate_limited":
+            throw RefreshRateLimited(retryAfter: row.retryAfter ?? 1)
+        case "unknown": throw RefreshRefusal.unknown
+        case "expired": throw RefreshRefusal.expired
+        case "revoked": throw RefreshRefusal.revoked
+        case "reused", "device_mismatch":
+            logger.warning("security: refresh token family revoked", metadata: [
+                "event": .string(row.outcome == "reused" ? "refresh_reuse_detected" : "refresh_device_mismatch"),
+                "family_id": .string(row.familyID?.uuidString ?? "-"),
+            ])
+            throw row.outcome == "reused" ? RefreshRefusal.reused : RefreshRefusal.deviceMismatch
+        default:
+            throw DatabaseUnavailable(reason: "bff_refresh_rotate returned outcome \(row.outcome)")
         }
     }
+}
 
-    private static func revoke(_ connection: PostgresConnection, familyID: UUID, reason: String, logger: Logger) async throws {
-        _ = try await connection.query("""
-            UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
-            WHERE id = \(familyID) AND revoked_at IS NULL
-            """, logger: logger)
+/// A rotation's new token and the user it belongs to.
+struct RotatedRefreshToken: Sendable {
+    let token: IssuedRefreshToken
+    let user: UserRecord
+}
+
+/// The family's own limit (10 a minute) refused the refresh.
+struct RefreshRateLimited: Error {
+    let retryAfter: Double
+}
+
+/// `bff_refresh_rotate` as a prepared statement: parsed and planned once per connection.
+struct RotateRefreshToken: PostgresPreparedStatement {
+    static let sql = "SELECT outcome, family_id, user_id, issued_at, expires_at, retry_after, email, display_name FROM bff_refresh_rotate($1, $2, $3, $4, $5, $6, $7)"
+
+    struct Row: Sendable {
+        let outcome: String
+        let familyID: UUID?
+        let userID: UUID?
+        let issuedAt: Date?
+        let expiresAt: Date?
+        let retryAfter: Double?
+        let email: String?
+        let displayName: String?
+    }
+
+    let parentHash: Data
+    let childHash: Data
+    let deviceID: String
+    let lifetimeSeconds: Int
+    let reuseSeconds: Int
+    let familyRate: Int
+    let familyPeriod: Double
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 7)
+        try bindings.append(parentHash)
+        try bindings.append(childHash)
+        bindings.append(deviceID)
+        bindings.append(Int32(lifetimeSeconds))
+        bindings.append(Int32(reuseSeconds))
+        bindings.append(Int32(familyRate))
+        bindings.append(familyPeriod)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        let (outcome, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName) =
+            try row.decode((String, UUID?, UUID?, Date?, Date?, Double?, String?, String?).self)
+        return Row(outcome: outcome, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
+                   retryAfter: retryAfter, email: email, displayName: displayName)
     }
 }

@@ -2,8 +2,8 @@ import Foundation
 import PostgresNIO
 
 /// A distributed rate limiter: GCRA (the generic cell rate algorithm) with its one number per key —
-/// the theoretical arrival time — kept in PostgreSQL and advanced by a single atomic upsert, so any
-/// number of replicas share one exact limit.
+/// the theoretical arrival time — kept in PostgreSQL and advanced by a single atomic upsert
+/// (`bff_rate_limit_take`, migration 0006), so any number of replicas share one exact limit.
 public struct RateLimiter: Sendable {
     public struct Decision: Sendable, Equatable {
         public var allowed: Bool
@@ -26,25 +26,9 @@ public struct RateLimiter: Sendable {
     public func limit(key: String, rate: Int, per period: Duration) async throws -> Decision {
         let periodSeconds = Double(period.components.seconds) + Double(period.components.attoseconds) / 1e18
         let interval = periodSeconds / Double(rate)
-        // ON CONFLICT DO UPDATE evaluates the SET against the latest row version under its row lock,
-        // which is what makes concurrent callers on any replica agree. A refusal rewrites the same tat
-        // and records the outcome, so RETURNING always reports the decision and the current tat.
-        let query: PostgresQuery = """
-            WITH clock AS (SELECT clock_timestamp() AS now)
-            INSERT INTO rate_limits AS r (key, tat, last_allowed)
-            SELECT \(key), clock.now + make_interval(secs => \(interval)), true FROM clock
-            ON CONFLICT (key) DO UPDATE SET
-                tat = CASE WHEN greatest(r.tat, (SELECT now FROM clock)) + make_interval(secs => \(interval))
-                                <= (SELECT now FROM clock) + make_interval(secs => \(periodSeconds))
-                           THEN greatest(r.tat, (SELECT now FROM clock)) + make_interval(secs => \(interval))
-                           ELSE r.tat END,
-                last_allowed = greatest(r.tat, (SELECT now FROM clock)) + make_interval(secs => \(interval))
-                               <= (SELECT now FROM clock) + make_interval(secs => \(periodSeconds))
-            RETURNING last_allowed, EXTRACT(EPOCH FROM tat - (SELECT now FROM clock))::float8
-            """
+        let statement = TakeRateLimit(key: key, rate: rate, periodSeconds: periodSeconds)
         let (allowed, ahead) = try await database.run { client in
-            let rows = try await client.query(query)
-            for try await row in rows.decode((Bool, Double).self) { return row }
+            for try await row in try await client.execute(statement) { return row }
             throw DatabaseUnavailable(reason: "the rate limiter's upsert returned no row")
         }
         if allowed {
@@ -60,5 +44,27 @@ public struct RateLimiter: Sendable {
         try await database.run { client in
             _ = try await client.query("DELETE FROM rate_limits WHERE tat < now()")
         }
+    }
+}
+
+/// `bff_rate_limit_take` as a prepared statement.
+struct TakeRateLimit: PostgresPreparedStatement {
+    static let sql = "SELECT allowed, ahead FROM bff_rate_limit_take($1, $2, $3)"
+    typealias Row = (Bool, Double)
+
+    let key: String
+    let rate: Int
+    let periodSeconds: Double
+
+    func makeBindings() throws -> PostgresBindings {
+        var bindings = PostgresBindings(capacity: 3)
+        bindings.append(key)
+        bindings.append(Int32(rate))
+        bindings.append(periodSeconds)
+        return bindings
+    }
+
+    func decodeRow(_ row: PostgresRow) throws -> Row {
+        try row.decode((Bool, Double).self)
     }
 }
