@@ -68,10 +68,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "bff-bench",
-            dependencies: [
-                "BFF",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
-            ],
+            dependencies: ["BFF"],
             path: "Benchmarks/bff-bench"
         ),
         .testTarget(

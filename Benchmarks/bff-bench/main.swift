@@ -2,15 +2,12 @@
 //
 //   bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
 //   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)
-//   bff-bench refresh --url URL --pairs FILE [--concurrency C] [--duration S] [--per-family K]
 //   bff-bench tokens  --users FILE --out FILE [--lifetime S]                   (BFF_* environment)
 //
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
-import AsyncHTTPClient
 import BFF
 import Foundation
-import NIOCore
 
 // MARK: - Small helpers
 
@@ -62,45 +59,6 @@ func nanoseconds(_ duration: Duration) -> Double {
 func randomBase64URL(bytes: Int) -> String {
     var generator = SystemRandomNumberGenerator()
     return Base64URL.encode((0..<bytes).map { _ in UInt8.random(in: 0...255, using: &generator) })
-}
-
-/// The value of a top-level string member of a JSON object, without a full decode (the load
-/// generator shares the two cores with the server, so it keeps its own work small).
-func jsonString(_ key: String, in text: Substring.UTF8View) -> String? {
-    let needle = Array("\"\(key)\"".utf8)
-    let bytes = Array(text)
-    guard bytes.count > needle.count else { return nil }
-    var index = 0
-    outer: while index + needle.count <= bytes.count {
-        for offset in 0..<needle.count where bytes[index + offset] != needle[offset] {
-            index += 1
-            continue outer
-        }
-        var cursor = index + needle.count
-        while cursor < bytes.count, bytes[cursor] == 0x20 || bytes[cursor] == 0x0A || bytes[cursor] == 0x0D || bytes[cursor] == 0x09 {
-            cursor += 1
-        }
-        guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: ":") else { index += 1; continue }
-        cursor += 1
-        while cursor < bytes.count, bytes[cursor] == 0x20 || bytes[cursor] == 0x0A || bytes[cursor] == 0x0D || bytes[cursor] == 0x09 {
-            cursor += 1
-        }
-        guard cursor < bytes.count, bytes[cursor] == UInt8(ascii: "\"") else { return nil }
-        let start = cursor + 1
-        var end = start
-        while end < bytes.count, bytes[end] != UInt8(ascii: "\"") {
-            if bytes[end] == UInt8(ascii: "\\") { return nil }   // tokens never need escapes
-            end += 1
-        }
-        guard end < bytes.count else { return nil }
-        return String(decoding: bytes[start..<end], as: UTF8.self)
-    }
-    return nil
-}
-
-func percentile(_ sorted: [Double], _ p: Double) -> Double {
-    guard !sorted.isEmpty else { return .nan }
-    return sorted[min(sorted.count - 1, Int((p * Double(sorted.count - 1)).rounded()))]
 }
 
 func writeLines(_ lines: [String], to path: String) throws {
@@ -214,7 +172,7 @@ func benchPairs(_ options: Options) async throws {
                 let device = "bench-device-\(index)"
                 let pair = try await Commands.issueToken(
                     environment: environment, userID: users[index % users.count], deviceID: device, scopes: AccessTokens.allScopes)
-                return (index, "{\"device_id\":\"\(device)\",\"refresh_token\":\"\(pair.refreshToken)\"}")
+                return (index, "\(users[index % users.count].uuidString.lowercased()) \(device) \(pair.refreshToken)")
             }
         }
         while next < min(concurrency, count) { add() }
@@ -226,136 +184,6 @@ func benchPairs(_ options: Options) async throws {
     try writeLines(lines, to: out)
     let seconds = nanoseconds(clock.now - start) / 1e9
     print("pairs: \(count) families for \(userCount) users in \(format(seconds, 1)) s (\(format(seconds * 1000 / Double(count), 2)) ms each) -> \(out)")
-}
-
-// MARK: - refresh: rotations per second against the live server
-
-struct Family: Sendable {
-    let deviceID: String
-    let refreshToken: String
-}
-
-struct WorkerReport: Sendable {
-    var rotations = 0
-    var latenciesMs: [Double] = []
-    var statuses: [Int: Int] = [:]
-    var errors: [String: Int] = [:]
-    var familiesUsed = 0
-    var ranOut = false
-}
-
-func benchRefresh(_ options: Options) async throws {
-    let url = try options.string("url")
-    let families = try readLines(try options.string("pairs")).map { line -> Family in
-        guard let device = jsonString("device_id", in: line[...].utf8), let token = jsonString("refresh_token", in: line[...].utf8) else {
-            throw Failure("pairs file: not a {device_id, refresh_token} line: \(line.prefix(80))")
-        }
-        return Family(deviceID: device, refreshToken: token)
-    }
-    let concurrency = try options.int("concurrency", default: 32)
-    let duration = try options.int("duration", default: 15)
-    // The server allows 10 refreshes a minute per family (a burst of 10); stay under it.
-    let perFamily = try options.int("per-family", default: 9)
-    guard families.count >= concurrency else { throw Failure("need at least \(concurrency) families, got \(families.count)") }
-
-    var configuration = HTTPClient.Configuration()
-    configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: concurrency)
-    configuration.timeout = .init(connect: .seconds(5), read: .seconds(30))
-    let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
-    let endpoint = url.hasSuffix("/") ? "\(url)api/v1/auth/refresh" : "\(url)/api/v1/auth/refresh"
-
-    @Sendable func rotate(_ family: Family) async throws -> (status: Int, body: ByteBuffer) {
-        var request = HTTPClientRequest(url: endpoint)
-        request.method = .POST
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.body = .bytes(ByteBuffer(string: "{\"refresh_token\":\"\(family.refreshToken)\",\"device_id\":\"\(family.deviceID)\"}"))
-        let response = try await client.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        return (Int(response.status.code), body)
-    }
-
-    let clock = ContinuousClock()
-    let start = clock.now
-    let deadline = start + .seconds(duration)
-    let reports = try await withThrowingTaskGroup(of: WorkerReport.self) { group in
-        for worker in 0..<concurrency {
-            group.addTask {
-                var report = WorkerReport()
-                report.latenciesMs.reserveCapacity(4096)
-                var index = worker
-                while clock.now < deadline {
-                    guard index < families.count else { report.ranOut = true; break }
-                    var family = families[index]
-                    index += concurrency
-                    report.familiesUsed += 1
-                    for _ in 0..<perFamily {
-                        guard clock.now < deadline else { break }
-                        let sent = clock.now
-                        let answer: (status: Int, body: ByteBuffer)
-                        do {
-                            answer = try await rotate(family)
-                        } catch {
-                            report.errors[String(describing: type(of: error)) + ": \(error)", default: 0] += 1
-                            break
-                        }
-                        let elapsed = nanoseconds(clock.now - sent) / 1e6
-                        guard answer.status == 200 else {
-                            report.statuses[answer.status, default: 0] += 1
-                            break
-                        }
-                        guard let next = jsonString("refresh_token", in: String(buffer: answer.body)[...].utf8) else {
-                            report.errors["200 without refresh_token", default: 0] += 1
-                            break
-                        }
-                        report.rotations += 1
-                        report.latenciesMs.append(elapsed)
-                        family = Family(deviceID: family.deviceID, refreshToken: next)
-                    }
-                }
-                return report
-            }
-        }
-        var all: [WorkerReport] = []
-        for try await report in group { all.append(report) }
-        return all
-    }
-    let elapsed = nanoseconds(clock.now - start) / 1e9
-    try await client.shutdown()
-
-    let rotations = reports.reduce(0) { $0 + $1.rotations }
-    let latencies = reports.flatMap(\.latenciesMs).sorted()
-    var statuses: [Int: Int] = [:]
-    var errors: [String: Int] = [:]
-    for report in reports {
-        statuses.merge(report.statuses, uniquingKeysWith: +)
-        errors.merge(report.errors, uniquingKeysWith: +)
-    }
-    let familiesUsed = reports.reduce(0) { $0 + $1.familiesUsed }
-    let ranOut = reports.filter(\.ranOut).count
-    let rate = Double(rotations) / elapsed
-    let p50 = percentile(latencies, 0.50)
-    let p99 = percentile(latencies, 0.99)
-
-    print("refresh: \(rotations) rotations (200) in \(format(elapsed, 2)) s with \(concurrency) connections -> \(format(rate, 0)) rotations/s")
-    print("latency of a rotation: p50 \(format(p50, 2)) ms, p99 \(format(p99, 2)) ms, max \(format(latencies.last ?? .nan, 2)) ms")
-    print("families used: \(familiesUsed) of \(families.count), at most \(perFamily) rotations each")
-    if ranOut > 0 {
-        print("warning: \(ranOut) of \(concurrency) workers ran out of families before \(duration) s; give more (BENCH_FAMILIES)")
-    }
-    let nonOK = statuses.values.reduce(0, +)
-    if nonOK == 0 && errors.isEmpty {
-        print("non-200 answers: none")
-    } else {
-        for (status, count) in statuses.sorted(by: { $0.key < $1.key }) { print("non-200 answers: \(count) x \(status)") }
-        for (error, count) in errors.sorted(by: { $0.key < $1.key }) { print("client errors: \(count) x \(error)") }
-    }
-    result("refresh_rotations", rotations)
-    result("refresh_per_s", rate)
-    result("refresh_p50_ms", p50)
-    result("refresh_p99_ms", p99)
-    result("refresh_non200", nonOK)
-    result("refresh_errors", errors.values.reduce(0, +))
-    result("refresh_ran_out", ranOut)
 }
 
 // MARK: - tokens: one AppJWT per seeded user for the list benchmark
@@ -388,7 +216,6 @@ func benchTokens(_ options: Options) async throws {
 let usage = """
     usage: bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
            bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]
-           bff-bench refresh --url URL --pairs FILE [--concurrency C] [--duration S] [--per-family K]
            bff-bench tokens  --users FILE --out FILE [--lifetime S]
     pairs and tokens read the server's BFF_* environment (database, keys). scripts/bench runs them all.
     """
@@ -400,7 +227,6 @@ do {
     switch arguments[1] {
     case "jwt": try await benchJWT(options)
     case "pairs": try await benchPairs(options)
-    case "refresh": try await benchRefresh(options)
     case "tokens": try await benchTokens(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")

@@ -11,6 +11,8 @@ public struct AppRequestContext: RequestContext {
     public let remoteAddress: SocketAddress?
     /// Set by `AuthenticationMiddleware`; read by the operations through `Authorization`.
     public var authentication: Authentication = .anonymous
+    /// Set by `RateLimitMiddleware` on paths whose handler counts the per-address limit itself.
+    public var deferredRateLimit: DeferredRateLimit?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

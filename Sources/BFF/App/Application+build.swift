@@ -75,7 +75,8 @@ public func buildApplication(
         name: "auth:ip",
         rate: configuration.authRateLimit,
         period: .seconds(60),
-        clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies)))
+        clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies),
+        deferredPaths: ["/api/v1/auth/refresh"]))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens))

@@ -71,7 +71,9 @@ struct AuthService: Sendable {
         try Self.requireDeviceID(deviceID)
         let rotated: RotatedRefreshToken
         do {
-            rotated = try await refreshTokens.rotate(token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60))
+            rotated = try await refreshTokens.rotate(
+                token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60),
+                addressLimit: AppRequestContext.current?.deferredRateLimit)
         } catch let refusal as RefreshRefusal {
             throw refusal.apiError
         } catch let limited as RefreshRateLimited {

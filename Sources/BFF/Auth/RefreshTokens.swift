@@ -81,15 +81,31 @@ struct RefreshTokenStore: Sendable {
     /// row lock, so concurrent presentations of one token are serialised: the first rotates, retries
     /// within the interval get the same child, anything else revokes the family. The family's own
     /// rate limit is counted first, and on success the user's row comes back and the device is touched.
-    func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration) async throws -> RotatedRefreshToken {
+    /// `addressLimit`, when given, is counted in the same statement and its decision recorded.
+    func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration,
+                addressLimit: DeferredRateLimit?) async throws -> RotatedRefreshToken {
         let childToken = child(of: token)
         let statement = RotateRefreshToken(
             parentHash: Digest.sha256(token), childHash: Digest.sha256(childToken), deviceID: deviceID,
             lifetimeSeconds: Int(lifetime), reuseSeconds: Int(reuseInterval), familyRate: familyRate,
-            familyPeriod: Double(familyPeriod.components.seconds))
-        let row = try await database.run { client in
-            for try await row in try await client.execute(statement) { return row }
-            throw DatabaseUnavailable(reason: "bff_refresh_rotate returned no row")
+            familyPeriod: familyPeriod.seconds, addressKey: addressLimit?.key, addressRate: addressLimit?.rate ?? 0,
+            addressPeriod: addressLimit?.period.seconds ?? 0)
+        let row: RotateRefreshToken.Row
+        do {
+            row = try await database.run { client in
+                for try await row in try await client.execute(statement) { return row }
+                throw DatabaseUnavailable(reason: "bff_refresh_rotate returned no row")
+            }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "BF429" {
+            // Beyond the per-address limit: the statement rolled back; DETAIL is the limiter's `ahead`.
+            guard let addressLimit, let ahead = error.serverInfo?[.detail].flatMap(Double.init) else { throw error }
+            let decision = RateLimiter.Decision(allowed: false, ahead: ahead, rate: addressLimit.rate, periodSeconds: addressLimit.period.seconds)
+            addressLimit.record(decision)
+            throw APIError.rateLimited(decision)
+        }
+        if let addressLimit, let allowed = row.addressAllowed, let ahead = row.addressAhead {
+            addressLimit.record(RateLimiter.Decision(
+                allowed: allowed, ahead: ahead, rate: addressLimit.rate, periodSeconds: addressLimit.period.seconds))
         }
         switch row.outcome {
         case "rotated":
@@ -130,7 +146,10 @@ struct RefreshRateLimited: Error {
 
 /// `bff_refresh_rotate` as a prepared statement: parsed and planned once per connection.
 struct RotateRefreshToken: PostgresPreparedStatement {
-    static let sql = "SELECT outcome, family_id, user_id, issued_at, expires_at, retry_after, email, display_name FROM bff_refresh_rotate($1, $2, $3, $4, $5, $6, $7)"
+    static let sql = """
+        SELECT outcome, family_id, user_id, issued_at, expires_at, retry_after, email, display_name, address_allowed, address_ahead
+        FROM bff_refresh_rotate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        """
 
     struct Row: Sendable {
         let outcome: String
@@ -141,6 +160,8 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         let retryAfter: Double?
         let email: String?
         let displayName: String?
+        let addressAllowed: Bool?
+        let addressAhead: Double?
     }
 
     let parentHash: Data
@@ -150,9 +171,12 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     let reuseSeconds: Int
     let familyRate: Int
     let familyPeriod: Double
+    let addressKey: String?
+    let addressRate: Int
+    let addressPeriod: Double
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 7)
+        var bindings = PostgresBindings(capacity: 10)
         try bindings.append(parentHash)
         try bindings.append(childHash)
         bindings.append(deviceID)
@@ -160,13 +184,17 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         bindings.append(Int32(reuseSeconds))
         bindings.append(Int32(familyRate))
         bindings.append(familyPeriod)
+        bindings.append(addressKey)
+        bindings.append(Int32(addressRate))
+        bindings.append(addressPeriod)
         return bindings
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        let (outcome, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName) =
-            try row.decode((String, UUID?, UUID?, Date?, Date?, Double?, String?, String?).self)
+        let (outcome, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead) =
+            try row.decode((String, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?).self)
         return Row(outcome: outcome, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
-                   retryAfter: retryAfter, email: email, displayName: displayName)
+                   retryAfter: retryAfter, email: email, displayName: displayName, addressAllowed: addressAllowed,
+                   addressAhead: addressAhead)
     }
 }

@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import NIOConcurrencyHelpers
 
 extension HTTPField.Name {
     static let rateLimitLimit = Self("RateLimit-Limit")!
@@ -17,10 +18,15 @@ struct RateLimitMiddleware: RouterMiddleware {
     let rate: Int
     let period: Duration
     let clientAddress: ClientAddress
+    /// Paths whose handler counts the request inside its own statement (see `DeferredRateLimit`).
+    var deferredPaths: Set<String> = []
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard request.uri.path.hasPrefix(pathPrefix) else { return try await next(request, context) }
         let key = "\(name):\(clientAddress.resolve(request, context: context))"
+        if deferredPaths.contains(request.uri.path) {
+            return try await deferred(request, context: context, key: key, next: next)
+        }
         let decision = try await limiter.limit(key: key, rate: rate, per: period)
         var response: Response
         if decision.allowed {
@@ -31,14 +37,65 @@ struct RateLimitMiddleware: RouterMiddleware {
                 response = ErrorMiddleware.response(for: error, context: context)
             }
         } else {
-            let retryAfter = Int(decision.retryAfter.rounded(.up))
-            response = APIError(
-                .tooManyRequests, "rate_limited", "Too many requests; retry after \(retryAfter) seconds."
-            ).response()
-            response.headers[.retryAfter] = String(max(1, retryAfter))
+            response = APIError.rateLimited(decision).response()
         }
         response.headers.applyRateLimit(decision)
         return response
+    }
+
+    /// The handler takes the decision in its own statement and leaves it in the context's slot; a
+    /// request that ended before that statement (an invalid body, say) is counted here afterwards.
+    private func deferred(_ request: Request, context: Context, key: String,
+                          next: (Request, Context) async throws -> Response) async throws -> Response {
+        let slot = DeferredRateLimit(key: key, rate: rate, period: period)
+        var context = context
+        context.deferredRateLimit = slot
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            response = ErrorMiddleware.response(for: error, context: context)
+        }
+        let decision: RateLimiter.Decision
+        if let taken = slot.decision {
+            decision = taken
+        } else {
+            decision = try await limiter.limit(key: key, rate: rate, per: period)
+            if !decision.allowed { response = APIError.rateLimited(decision).response() }
+        }
+        response.headers.applyRateLimit(decision)
+        return response
+    }
+}
+
+/// A per-address limit that the handler counts inside its own database statement, saving the
+/// request a round trip (refresh: `bff_refresh_rotate`). The handler records the decision; the
+/// middleware puts it on the response.
+public final class DeferredRateLimit: Sendable {
+    let key: String
+    let rate: Int
+    let period: Duration
+    private let taken = NIOLockedValueBox<RateLimiter.Decision?>(nil)
+
+    init(key: String, rate: Int, period: Duration) {
+        self.key = key
+        self.rate = rate
+        self.period = period
+    }
+
+    var decision: RateLimiter.Decision? { taken.withLockedValue { $0 } }
+
+    func record(_ decision: RateLimiter.Decision) {
+        taken.withLockedValue { $0 = decision }
+    }
+}
+
+extension APIError {
+    /// 429 `rate_limited` with `Retry-After` (at least one second).
+    static func rateLimited(_ decision: RateLimiter.Decision) -> APIError {
+        let retryAfter = max(1, Int(decision.retryAfter.rounded(.up)))
+        return APIError(.tooManyRequests, "rate_limited", "Too many requests; retry after \(retryAfter) seconds.",
+                        headers: [.retryAfter: String(retryAfter)])
     }
 }
 

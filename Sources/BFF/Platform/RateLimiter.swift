@@ -14,6 +14,22 @@ public struct RateLimiter: Sendable {
         public var limit: Int
         /// Seconds until the whole quota is available again.
         public var resetAfter: Double
+
+        /// From `bff_rate_limit_take`'s answer: whether the request was allowed and how far the
+        /// key's theoretical arrival time now lies ahead, in seconds.
+        init(allowed: Bool, ahead: Double, rate: Int, periodSeconds: Double) {
+            let interval = periodSeconds / Double(rate)
+            self.allowed = allowed
+            limit = rate
+            resetAfter = max(0, ahead)
+            if allowed {
+                retryAfter = 0
+                remaining = max(0, Int(((periodSeconds - ahead) / interval).rounded(.down)))
+            } else {
+                retryAfter = max(0, ahead + interval - periodSeconds)
+                remaining = 0
+            }
+        }
     }
 
     let database: Database
@@ -24,19 +40,13 @@ public struct RateLimiter: Sendable {
 
     /// Counts one request against `key`: at most `rate` requests per `per`, bursts included.
     public func limit(key: String, rate: Int, per period: Duration) async throws -> Decision {
-        let periodSeconds = Double(period.components.seconds) + Double(period.components.attoseconds) / 1e18
-        let interval = periodSeconds / Double(rate)
+        let periodSeconds = period.seconds
         let statement = TakeRateLimit(key: key, rate: rate, periodSeconds: periodSeconds)
         let (allowed, ahead) = try await database.run { client in
             for try await row in try await client.execute(statement) { return row }
             throw DatabaseUnavailable(reason: "the rate limiter's upsert returned no row")
         }
-        if allowed {
-            let remaining = max(0, Int(((periodSeconds - ahead) / interval).rounded(.down)))
-            return Decision(allowed: true, retryAfter: 0, remaining: remaining, limit: rate, resetAfter: max(0, ahead))
-        }
-        let retryAfter = max(0, ahead + interval - periodSeconds)
-        return Decision(allowed: false, retryAfter: retryAfter, remaining: 0, limit: rate, resetAfter: max(0, ahead))
+        return Decision(allowed: allowed, ahead: ahead, rate: rate, periodSeconds: periodSeconds)
     }
 
     /// Removes keys whose quota is fully restored; they behave exactly like absent keys.
@@ -67,4 +77,8 @@ struct TakeRateLimit: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row {
         try row.decode((Bool, Double).self)
     }
+}
+
+extension Duration {
+    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }

@@ -158,4 +158,34 @@ struct RefreshRotationTests {
         }
         #expect(heads == 1)
     }
+
+    @Test("refresh counts the per-address /auth/* limit inside its statement: RateLimit-* on every answer, 429 beyond it, invalid bodies counted too")
+    func addressLimitOnRefresh() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
+        try await app.test(.live) { client in
+            let rotated = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(rotated.status == .ok)
+            #expect(rotated.headers[.rateLimitLimit] == "3" && rotated.headers[.rateLimitRemaining] == "2")
+            let unknown = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(String(repeating: "A", count: 43)))
+            #expect(unknown.status == .unauthorized && unknown.headers[.rateLimitRemaining] == "1")
+            let invalid = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{}"))
+            #expect(invalid.status == .unprocessableContent || invalid.status == .badRequest)
+            #expect(invalid.headers[.rateLimitRemaining] == "0")
+            let limited = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(limited.status == .tooManyRequests)
+            #expect(Int(limited.headers[.retryAfter] ?? "") ?? 0 >= 1 && limited.headers[.rateLimitRemaining] == "0")
+            #expect(String(buffer: limited.body).contains("\"rate_limited\""))
+            let limitedInvalid = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{}"))
+            #expect(limitedInvalid.status == .tooManyRequests)
+        }
+        // The refused presentation did nothing: the first child is still the family's head.
+        let heads = try await query { client in
+            let rows = try await client.query("SELECT count(*) FROM refresh_tokens WHERE used_at IS NULL")
+            for try await count in rows.decode(Int.self) { return count }
+            return -1
+        }
+        #expect(heads == 1)
+    }
 }
