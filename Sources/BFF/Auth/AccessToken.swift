@@ -189,24 +189,40 @@ public struct AccessTokens: Sendable {
         var iss: String?, aud: [String]?, sub: String?, iat: Double?, exp: Double?
         var jti: String?, scope: String?, did: String?, sid: String?
 
-        /// False for a claim of the wrong type or one seen before.
+        /// False for a claim of the wrong type or one seen before. One switch on the name, then
+        /// the value: a tuple pattern per case would compare the name again for every case.
         mutating func take(_ name: String, _ value: FlatJSONReader.Value) -> Bool {
-            switch (name, value) {
-            case ("iss", .string(let text)) where iss == nil: iss = text
-            case ("aud", .string(let text)) where aud == nil: aud = [text]
-            case ("aud", .strings(let texts)) where aud == nil: aud = texts
-            case ("sub", .string(let text)) where sub == nil: sub = text
-            case ("iat", .number(let seconds)) where iat == nil: iat = seconds
-            case ("exp", .number(let seconds)) where exp == nil: exp = seconds
-            case ("jti", .string(let text)) where jti == nil: jti = text
-            case ("scope", .string(let text)) where scope == nil: scope = text
-            case ("did", .string(let text)) where did == nil: did = text
-            case ("sid", .string(let text)) where sid == nil: sid = text
-            case ("iss", _), ("aud", _), ("sub", _), ("iat", _), ("exp", _), ("jti", _), ("scope", _), ("did", _), ("sid", _):
-                return false
+            switch name {
+            case "iss": return Self.set(&iss, value)
+            case "sub": return Self.set(&sub, value)
+            case "jti": return Self.set(&jti, value)
+            case "scope": return Self.set(&scope, value)
+            case "did": return Self.set(&did, value)
+            case "sid": return Self.set(&sid, value)
+            case "iat": return Self.set(&iat, value)
+            case "exp": return Self.set(&exp, value)
+            case "aud":
+                guard aud == nil else { return false }
+                switch value {
+                case .string(let text): aud = [text]
+                case .strings(let texts): aud = texts
+                default: return false
+                }
+                return true
             default:
-                break
+                return true
             }
+        }
+
+        private static func set(_ claim: inout String?, _ value: FlatJSONReader.Value) -> Bool {
+            guard claim == nil, case .string(let text) = value else { return false }
+            claim = text
+            return true
+        }
+
+        private static func set(_ claim: inout Double?, _ value: FlatJSONReader.Value) -> Bool {
+            guard claim == nil, case .number(let number) = value else { return false }
+            claim = number
             return true
         }
 
