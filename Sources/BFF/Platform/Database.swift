@@ -29,7 +29,7 @@ public struct Database: Sendable {
     private let leases: Gauge
     private let leasesInFlight: NIOLockedValueBox<Int>
 
-    /// The pool of the current event loop; the first pool off the loops.
+    /// The pool of the current event loop, or the first pool when called off the loops.
     public var client: PostgresClient {
         if pools.count > 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
             for pool in pools where pool.loop === current { return pool.client }
@@ -73,6 +73,8 @@ public struct Database: Sendable {
     ) async throws -> Result {
         track(+1)
         defer { track(-1) }
+        // Chosen here, on the request's loop, before the deadline starts its task.
+        let client = self.client
         do {
             return try await withDeadline(timeout) { try await body(client) }
         } catch {
