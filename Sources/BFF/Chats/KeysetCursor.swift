@@ -17,10 +17,15 @@ struct KeysetCursor: Equatable {
     static func decode(_ text: String, expecting list: List) throws -> KeysetCursor {
         guard text.utf8.count <= 512, let bytes = Base64URL.decode(text) else { throw invalid }
         let parts = String(decoding: bytes, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == list.rawValue, let micros = Int64(parts[1]), let id = UUID(uuidString: String(parts[2]))
+        guard parts.count == 3, parts[0] == list.rawValue, let micros = Int64(parts[1]), representable.contains(micros),
+              let id = UUID(uuidString: String(parts[2]))
         else { throw invalid }
         return KeysetCursor(list: list, micros: micros, id: id)
     }
+
+    /// Years 1 to 9999: an edited cursor outside them would overflow PostgreSQL's interval arithmetic
+    /// (a 500) instead of being refused.
+    static let representable: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
 
     static let invalid = APIError(.unprocessableContent, "invalid_cursor", "cursor is not a cursor of this list.")
 }

@@ -102,6 +102,27 @@ struct ChatsTests {
         }
     }
 
+    @Test("an edited cursor whose instant PostgreSQL cannot represent is 422 invalid_cursor on every keyset list, not a 500")
+    func outOfRangeCursor() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
+            let chat = try #require(created.json["id"] as? String)
+            for micros in [Int64.max, Int64.min] {
+                let uris = [
+                    "/api/v1/chats?cursor=\(KeysetCursor(list: .newest, micros: micros, id: UUID()).encoded())",
+                    "/api/v1/chats?updated_since=2025-01-01T00:00:00Z&cursor=\(KeysetCursor(list: .delta, micros: micros, id: UUID()).encoded())",
+                    "/api/v1/chats/\(chat)/messages?cursor=\(KeysetCursor(list: .messages, micros: micros, id: UUID()).encoded())",
+                ]
+                for uri in uris {
+                    let response = try await client.call(.get, uri, as: learner)
+                    #expect(response.status == .unprocessableContent && response.errorCode == "invalid_cursor", "\(uri)")
+                }
+            }
+        }
+    }
+
     @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays, refuses another body, and survives concurrency")
     func createAndIdempotency() async throws {
         let learner = try await Learner.make(database: database)
