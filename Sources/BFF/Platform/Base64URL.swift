@@ -38,34 +38,23 @@ public enum Base64URL {
 
     /// Decodes unpadded base64url, or padded with trailing `=`; nil for anything else.
     public static func decode(_ text: String) -> [UInt8]? {
-        var utf8 = Substring(text).utf8
-        while utf8.last == UInt8(ascii: "=") { utf8 = utf8.dropLast() }
-        guard text.utf8.count - utf8.count <= 2 else { return nil }
-        return decode(utf8)
-    }
-
-    /// Strict unpadded base64url: nil on any byte outside the alphabet, an impossible length, or
-    /// unused bits that are not zero (so one byte string has exactly one encoding).
-    static func decode<Bytes: Collection>(_ encoded: Bytes) -> [UInt8]? where Bytes.Element == UInt8 {
-        var output: [UInt8] = []
-        output.reserveCapacity(encoded.count * 3 / 4)
-        return decode(encoded, into: &output) ? output : nil
-    }
-
-    static func decode<Bytes: Collection>(_ encoded: Bytes, into output: inout [UInt8]) -> Bool where Bytes.Element == UInt8 {
-        let bytes = Array(encoded)
-        let start = output.count
-        output.append(contentsOf: repeatElement(0, count: bytes.count * 3 / 4))
-        let written = bytes.withUnsafeBufferPointer { input in
-            output.withUnsafeMutableBufferPointer { decode(input, into: UnsafeMutableBufferPointer(rebasing: $0[start...])) }
+        var encoded = Array(text.utf8)
+        let padding = encoded.reversed().prefix { $0 == UInt8(ascii: "=") }.count
+        guard padding <= 2 else { return nil }
+        encoded.removeLast(padding)
+        var output = [UInt8](repeating: 0, count: encoded.count * 3 / 4)
+        let written = encoded.withUnsafeBufferPointer { input in
+            output.withUnsafeMutableBufferPointer { decode(input, into: $0) }
         }
-        guard let written else { return false }
-        output.removeLast(bytes.count * 3 / 4 - written)
-        return true
+        guard let written else { return nil }
+        output.removeLast(output.count - written)
+        return output
     }
 
-    /// Decodes into `output`, which must hold `encoded.count * 3 / 4` bytes; the number of bytes
-    /// written, or nil (see `decode(_:)`). No allocation: this runs on every request's token.
+    /// Strict unpadded base64url into `output`, which must hold `encoded.count * 3 / 4` bytes: the
+    /// number of bytes written, or nil on any byte outside the alphabet, an impossible length, or
+    /// unused bits that are not zero (so one byte string has exactly one encoding). No allocation:
+    /// this runs on every request's token.
     static func decode(_ encoded: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int? {
         precondition(output.count >= encoded.count * 3 / 4)
         return values.withUnsafeBufferPointer { values -> Int? in
