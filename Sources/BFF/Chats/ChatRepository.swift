@@ -40,8 +40,20 @@ struct MessageRecord: Sendable, Equatable {
     let id: UUID
     let role: String
     let content: String
-    let createdAt: Date
     let createdMicros: Int64
+
+    var createdAt: Date { Date(micros: createdMicros) }
+
+    static let columns = "id, role, content, created_at"
+
+    /// A row of `MessageRecord.columns`.
+    init(row: PostgresRow) throws {
+        var cells = BinaryCells(row)
+        id = try cells.uuid()
+        role = try cells.string()
+        content = try cells.string()
+        createdMicros = try cells.timestampMicros()
+    }
 }
 
 struct ChatTagRecord: Sendable, Equatable {
@@ -173,11 +185,9 @@ struct ChatRepository: Sendable {
                 )
                 INSERT INTO messages (chat_id, user_id, role, content, created_at)
                 SELECT id, user_id, \(role), \(content), clock_timestamp() FROM chat
-                RETURNING id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8
+                RETURNING \(unescaped: MessageRecord.columns)
                 """)
-            for try await (id, role, content, createdAt, micros) in rows.decode((UUID, String, String, Date, Int64).self) {
-                return MessageRecord(id: id, role: role, content: content, createdAt: createdAt, createdMicros: micros)
-            }
+            for try await row in rows { return try MessageRecord(row: row) }
             return nil
         }
     }
@@ -188,14 +198,14 @@ struct ChatRepository: Sendable {
         let query: PostgresQuery
         if let cursor {
             query = """
-                SELECT id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8 FROM messages
+                SELECT \(unescaped: MessageRecord.columns) FROM messages
                 WHERE chat_id = \(chatID) AND user_id = \(userID)
                   AND (created_at, id) > (timestamptz 'epoch' + \(cursor.micros) * interval '1 microsecond', \(cursor.id))
                 ORDER BY created_at, id LIMIT \(limit + 1)
                 """
         } else {
             query = """
-                SELECT id, role, content, created_at, (extract(epoch FROM created_at) * 1000000)::int8 FROM messages
+                SELECT \(unescaped: MessageRecord.columns) FROM messages
                 WHERE chat_id = \(chatID) AND user_id = \(userID)
                 ORDER BY created_at, id LIMIT \(limit + 1)
                 """
@@ -203,9 +213,7 @@ struct ChatRepository: Sendable {
         return try await database.run { client in
             let rows = try await client.query(query)
             var messages: [MessageRecord] = []
-            for try await (id, role, content, createdAt, micros) in rows.decode((UUID, String, String, Date, Int64).self) {
-                messages.append(MessageRecord(id: id, role: role, content: content, createdAt: createdAt, createdMicros: micros))
-            }
+            for try await row in rows { messages.append(try MessageRecord(row: row)) }
             return messages
         }
     }
