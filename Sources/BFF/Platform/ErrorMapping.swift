@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import OpenAPIRuntime
+import PostgresNIO
 
 /// Turns anything thrown while handling a request into the contract's `{code, message}` error.
 /// Anything unrecognised is a 500 whose body reveals nothing; the caller logs the detail.
@@ -19,6 +20,10 @@ enum ErrorMapping {
             return fromHTTPError(error)
         case is DatabaseUnavailable:
             return .databaseUnavailable
+        case let error as PSQLError where error.serverInfo?[.sqlState] == "22021":
+            // character_not_in_repertoire: PostgreSQL stores no NUL character in text, and any
+            // client string reaching a bound parameter may carry one (JSON's \u0000, %00).
+            return .validation("text", "must not contain NUL characters")
         default:
             return nil
         }

@@ -123,6 +123,22 @@ struct ChatsTests {
         }
     }
 
+    @Test("text with a NUL character, which PostgreSQL cannot store, is 422 validation_failed, not a 500")
+    func nulCharacters() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let subject = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"subject_id":"bio\u0000logy"}"#)
+            #expect(subject.status == .unprocessableContent && subject.errorCode == "validation_failed")
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
+            let chat = try #require(created.json["id"] as? String)
+            let note = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":3,"note":"a\u0000b"}"#)
+            #expect(note.status == .unprocessableContent && note.errorCode == "validation_failed")
+            let settings = try await client.call(.put, "/api/v1/settings", as: learner, json: #"{"subjects":[{"subject_id":"m\u0000","topic_ids":[],"difficulty":2}],"difficulty":3,"notification_window":{"start":"18:00","end":"21:00","timezone":"Asia/Tokyo"},"theme":"system"}"#)
+            #expect(settings.status == .unprocessableContent)
+        }
+    }
+
     @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays, refuses another body, and survives concurrency")
     func createAndIdempotency() async throws {
         let learner = try await Learner.make(database: database)
