@@ -146,6 +146,7 @@ struct RefreshRateLimited: Error {
 
 /// `bff_refresh_rotate` as a prepared statement: parsed and planned once per connection.
 struct RotateRefreshToken: PostgresPreparedStatement {
+    static let name = "bff_rotate_refresh_token"
     static let sql = """
         SELECT outcome, family_id, user_id, issued_at, expires_at, retry_after, email, display_name, address_allowed, address_ahead
         FROM bff_refresh_rotate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)

@@ -59,6 +59,7 @@ public struct RateLimiter: Sendable {
 
 /// `bff_rate_limit_take` as a prepared statement.
 struct TakeRateLimit: PostgresPreparedStatement {
+    static let name = "bff_take_rate_limit"
     static let sql = "SELECT allowed, ahead FROM bff_rate_limit_take($1, $2, $3)"
     typealias Row = (Bool, Double)
 
