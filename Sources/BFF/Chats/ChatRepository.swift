@@ -34,6 +34,45 @@ extension ChatRecord {
         lastMessagePreview = try cells.optionalString()
         deleted = try cells.bool()
     }
+
+    /// A page sent as one row of `ChatRepository.pageColumns`, in the order of `list`.
+    static func page(_ row: PostgresRow, list: KeysetCursor.List) throws -> [ChatRecord] {
+        var cells = row.makeIterator()
+        func array(_ type: PostgresDataType) throws -> BinaryArray {
+            guard let cell = cells.next() else { throw BinaryCells.MissingColumn() }
+            return try BinaryArray(cell, of: type)
+        }
+        var ids = try array(.uuid), titles = try array(.text), subjects = try array(.text), topics = try array(.text)
+        var statuses = try array(.text), created = try array(.timestamptz), updated = try array(.timestamptz)
+        var counts = try array(.int4), previews = try array(.text), deleted = try array(.bool)
+        let count = ids.remaining
+        guard [titles, subjects, topics, statuses, created, updated, counts, previews, deleted].allSatisfy({ $0.remaining == count })
+        else { throw BinaryArray.Malformed(description: "the page's arrays differ in length") }
+        var records: [ChatRecord] = []
+        records.reserveCapacity(count)
+        for _ in 0..<count {
+            records.append(ChatRecord(
+                id: try ids.uuid(), title: try titles.string(), subjectID: try subjects.optionalString(),
+                topicID: try topics.optionalString(), status: try statuses.string(), createdMicros: try created.timestampMicros(),
+                updatedMicros: try updated.timestampMicros(), messageCount: try counts.int(),
+                lastMessagePreview: try previews.optionalString(), deleted: try deleted.bool()))
+        }
+        // array_agg keeps the order of its sorted subquery in every PostgreSQL plan we know of, but
+        // the SQL standard does not promise it; the check costs one comparison per chat.
+        let descending = list != .delta
+        if !zip(records, records.dropFirst()).allSatisfy({ descending ? $1.precedes($0) : $0.precedes($1) }) {
+            records.sort { descending ? $1.precedes($0) : $0.precedes($1) }
+        }
+        return records
+    }
+
+    /// The keyset order `(updated_at, id)` of the lists, ascending, as PostgreSQL compares uuids (bytewise).
+    func precedes(_ other: ChatRecord) -> Bool {
+        if updatedMicros != other.updatedMicros { return updatedMicros < other.updatedMicros }
+        return withUnsafeBytes(of: id.uuid) { mine in
+            withUnsafeBytes(of: other.id.uuid) { theirs in mine.lexicographicallyPrecedes(theirs) }
+        }
+    }
 }
 
 struct MessageRecord: Sendable, Equatable {
@@ -71,7 +110,14 @@ struct ChatRepository: Sendable {
     let database: Database
 
     static let columns = """
-        id, title, subject_id, topic_id, status, created_at, updated_at, message_count, last_message_preview, deleted_at IS NOT NULL
+        id, title, subject_id, topic_id, status, created_at, updated_at, message_count, last_message_preview, deleted_at IS NOT NULL AS deleted
+        """
+
+    /// `columns` as one array each over a subquery named `page` that selects `columns`: the lists
+    /// read a page as one row (see `BinaryArray`).
+    static let pageColumns = """
+        array_agg(id), array_agg(title), array_agg(subject_id), array_agg(topic_id), array_agg(status), array_agg(created_at), \
+        array_agg(updated_at), array_agg(message_count), array_agg(last_message_preview), array_agg(deleted)
         """
 
     private func records(_ query: PostgresQuery) async throws -> [ChatRecord] {
@@ -83,20 +129,30 @@ struct ChatRepository: Sendable {
         }
     }
 
+    /// A list page: `query` selects `pageColumns`, one row.
+    private func page(_ query: PostgresQuery, list: KeysetCursor.List) async throws -> [ChatRecord] {
+        try await database.run { client in
+            var records: [ChatRecord] = []
+            for try await row in try await client.query(query) { records = try ChatRecord.page(row, list: list) }
+            return records
+        }
+    }
+
     /// Newest first; `limit + 1` rows are read to know whether another page exists.
     func newest(userID: UUID, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
         if let cursor {
-            return try await records("""
-                SELECT \(unescaped: Self.columns) FROM chats
-                WHERE user_id = \(userID) AND deleted_at IS NULL
-                  AND (updated_at, id) < (timestamptz 'epoch' + \(cursor.micros) * interval '1 microsecond', \(cursor.id))
-                ORDER BY updated_at DESC, id DESC LIMIT \(limit + 1)
-                """)
+            return try await page("""
+                SELECT \(unescaped: Self.pageColumns) FROM (
+                    SELECT \(unescaped: Self.columns) FROM chats
+                    WHERE user_id = \(userID) AND deleted_at IS NULL
+                      AND (updated_at, id) < (timestamptz 'epoch' + \(cursor.micros) * interval '1 microsecond', \(cursor.id))
+                    ORDER BY updated_at DESC, id DESC LIMIT \(limit + 1)) page
+                """, list: .newest)
         }
         return try await database.run { client in
             var records: [ChatRecord] = []
-            for try await row in try await client.execute(NewestChats(userID: userID, limit: limit + 1)) {
-                records.append(row)
+            for try await page in try await client.execute(NewestChats(userID: userID, limit: limit + 1)) {
+                records = page
             }
             return records
         }
@@ -107,12 +163,13 @@ struct ChatRepository: Sendable {
         let sinceMicros = Int64((since.timeIntervalSince1970 * 1_000_000).rounded(.down))
         let fromMicros = cursor?.micros ?? sinceMicros
         let fromID = cursor?.id ?? UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
-        return try await records("""
-            SELECT \(unescaped: Self.columns) FROM chats
-            WHERE user_id = \(userID)
-              AND (updated_at, id) > (timestamptz 'epoch' + \(fromMicros) * interval '1 microsecond', \(fromID))
-            ORDER BY updated_at, id LIMIT \(limit + 1)
-            """)
+        return try await page("""
+            SELECT \(unescaped: Self.pageColumns) FROM (
+                SELECT \(unescaped: Self.columns) FROM chats
+                WHERE user_id = \(userID)
+                  AND (updated_at, id) > (timestamptz 'epoch' + \(fromMicros) * interval '1 microsecond', \(fromID))
+                ORDER BY updated_at, id LIMIT \(limit + 1)) page
+            """, list: .delta)
     }
 
     func find(userID: UUID, chatID: UUID) async throws -> ChatRecord? {
@@ -296,12 +353,15 @@ struct ChatRepository: Sendable {
 /// The first page of the chat list, the hot path of the app's home screen: a prepared statement
 /// saves the parse and plan of every call.
 struct NewestChats: PostgresPreparedStatement {
+    // postgres-nio's default name is `String(reflecting:)` of the type, worked out on every call.
+    static let name = "bff_newest_chats"
     static let sql = """
-        SELECT \(ChatRepository.columns) FROM chats
-        WHERE user_id = $1 AND deleted_at IS NULL
-        ORDER BY updated_at DESC, id DESC LIMIT $2
+        SELECT \(ChatRepository.pageColumns) FROM (
+            SELECT \(ChatRepository.columns) FROM chats
+            WHERE user_id = $1 AND deleted_at IS NULL
+            ORDER BY updated_at DESC, id DESC LIMIT $2) page
         """
-    typealias Row = ChatRecord
+    typealias Row = [ChatRecord]
 
     let userID: UUID
     let limit: Int
@@ -314,6 +374,6 @@ struct NewestChats: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        try ChatRecord(row: row)
+        try ChatRecord.page(row, list: .newest)
     }
 }

@@ -23,14 +23,9 @@ struct BinaryCells {
 
     mutating func uuid() throws -> UUID {
         let cell = try next()
-        guard cell.dataType == .uuid, cell.format == .binary, var bytes = cell.bytes, bytes.readableBytes == 16,
-              let high = bytes.readInteger(as: UInt64.self), let low = bytes.readInteger(as: UInt64.self)
+        guard cell.dataType == .uuid, cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.uuid(bytes)
         else { return try cell.decode(UUID.self) }
-        let h = high.bigEndian, l = low.bigEndian
-        return withUnsafeBytes(of: (h, l)) { raw in
-            UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                        raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        return value
     }
 
     mutating func string() throws -> String {
@@ -50,32 +45,63 @@ struct BinaryCells {
     /// A `timestamptz` as microseconds since 1970 (exact, unlike a `Date`).
     mutating func timestampMicros() throws -> Int64 {
         let cell = try next()
-        guard cell.dataType == .timestamptz, cell.format == .binary, var bytes = cell.bytes, bytes.readableBytes == 8,
-              let sincePostgresEpoch = bytes.readInteger(as: Int64.self)
+        guard cell.dataType == .timestamptz, cell.format == .binary, let bytes = cell.bytes,
+              let micros = BinaryValue.timestampMicros(bytes)
         else {
             let date = try cell.decode(Date.self)
             return Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
         }
-        // PostgreSQL counts from 2000-01-01T00:00:00Z.
-        return sincePostgresEpoch + 946_684_800_000_000
+        return micros
     }
 
     mutating func int() throws -> Int {
         let cell = try next()
-        guard cell.format == .binary, var bytes = cell.bytes else { return try cell.decode(Int.self) }
-        switch (cell.dataType, bytes.readableBytes) {
-        case (.int4, 4): return Int(bytes.readInteger(as: Int32.self)!)
-        case (.int8, 8): return Int(bytes.readInteger(as: Int64.self)!)
-        default: return try cell.decode(Int.self)
-        }
+        guard cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.int(bytes, type: cell.dataType)
+        else { return try cell.decode(Int.self) }
+        return value
     }
 
     mutating func bool() throws -> Bool {
         let cell = try next()
-        guard cell.dataType == .bool, cell.format == .binary, var bytes = cell.bytes, bytes.readableBytes == 1,
-              let byte = bytes.readInteger(as: UInt8.self)
+        guard cell.dataType == .bool, cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.bool(bytes)
         else { return try cell.decode(Bool.self) }
-        return byte != 0
+        return value
+    }
+}
+
+/// PostgreSQL's binary encodings (the types' `send` functions) of single values; nil when the bytes
+/// do not have the type's length. Shared by row cells and array elements.
+enum BinaryValue {
+    static func uuid(_ bytes: ByteBuffer) -> UUID? {
+        var bytes = bytes
+        guard bytes.readableBytes == 16, let high = bytes.readInteger(as: UInt64.self), let low = bytes.readInteger(as: UInt64.self)
+        else { return nil }
+        let h = high.bigEndian, l = low.bigEndian
+        return withUnsafeBytes(of: (h, l)) { raw in
+            UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+                        raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
+        }
+    }
+
+    /// Microseconds since 1970 of a `timestamptz`, which PostgreSQL counts from 2000-01-01T00:00:00Z.
+    static func timestampMicros(_ bytes: ByteBuffer) -> Int64? {
+        guard bytes.readableBytes == 8, let sincePostgresEpoch = bytes.getInteger(at: bytes.readerIndex, as: Int64.self)
+        else { return nil }
+        return sincePostgresEpoch + 946_684_800_000_000
+    }
+
+    /// An `int4` or `int8`.
+    static func int(_ bytes: ByteBuffer, type: PostgresDataType) -> Int? {
+        switch (type, bytes.readableBytes) {
+        case (.int4, 4): return bytes.getInteger(at: bytes.readerIndex, as: Int32.self).map(Int.init)
+        case (.int8, 8): return bytes.getInteger(at: bytes.readerIndex, as: Int64.self).map(Int.init)
+        default: return nil
+        }
+    }
+
+    static func bool(_ bytes: ByteBuffer) -> Bool? {
+        guard bytes.readableBytes == 1 else { return nil }
+        return bytes.getInteger(at: bytes.readerIndex, as: UInt8.self).map { $0 != 0 }
     }
 }
 
