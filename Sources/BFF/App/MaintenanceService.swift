@@ -8,14 +8,22 @@ struct MaintenanceService: Service {
     func run() async throws {
         let limiter = RateLimiter(database: dependencies.database)
         let identity = IdentityRepository(database: dependencies.database)
-        while !Task.isShuttingDownGracefully {
+        // Cancellation ends the loop as well as a graceful shutdown: ServiceGroup cancels every service
+        // when one fails (the port is taken, say), and a loop that swallowed it spun at full CPU, logging,
+        // instead of letting the process exit.
+        while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
                 try await limiter.purgeExpired()
                 try await identity.purgeExpiredLogins()
             } catch {
+                if Task.isCancelled { return }
                 dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string("\(error)")])
             }
-            try? await gracefulShutdownAwareSleep(for: .seconds(60))
+            do {
+                try await gracefulShutdownAwareSleep(for: .seconds(60))
+            } catch {
+                return
+            }
         }
     }
 }

@@ -1,0 +1,42 @@
+import Foundation
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import Testing
+@testable import BFF
+
+@Suite("Start-up failure")
+struct StartupFailureTests {
+    @Test("a taken port makes the server fail within seconds, not run on (the maintenance loop once spun after cancellation)")
+    func takenPort() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        let holder = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(holder.localAddress?.port)
+        let app = try await makeTestApp(
+            database: database, environment: ["BFF_HTTP_HOST": "127.0.0.1", "BFF_HTTP_PORT": String(port)])
+
+        let outcome = NIOLockedValueBox<Result<Void, any Error>?>(nil)
+        // Unstructured on purpose: a server that never stops must fail this test, not hang the run.
+        let running = Task {
+            do {
+                try await app.run()
+                outcome.withLockedValue { $0 = .success(()) }
+            } catch {
+                outcome.withLockedValue { $0 = .failure(error) }
+            }
+        }
+        let start = ContinuousClock.now
+        while outcome.withLockedValue({ $0 }) == nil, ContinuousClock.now - start < .seconds(10) {
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        let result = outcome.withLockedValue { $0 }
+        try await holder.close()
+        guard let result else {
+            running.cancel()
+            Issue.record("the server was still running 10 s after failing to bind its port")
+            return
+        }
+        if case .success = result { Issue.record("run() returned normally although the port was taken") }
+    }
+}
