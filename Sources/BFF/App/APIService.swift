@@ -14,7 +14,7 @@ struct APIService: APIProtocol {
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, latestVersion: dependencies.migrator.latestVersion)
         auth = dependencies.authService
-        chats = ChatRepository(database: dependencies.database)
+        chats = ChatRepository(database: dependencies.database, firstPages: dependencies.chatFirstPages)
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)
         settings = SettingsRepository(database: dependencies.database)
     }

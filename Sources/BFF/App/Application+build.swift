@@ -16,6 +16,7 @@ public struct AppDependencies: Sendable {
     public let migrator: Migrator
     public let logger: Logger
     public let accessTokens: AccessTokens
+    let chatFirstPages: FirstPageBatcher
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         self.configuration = configuration
@@ -25,6 +26,7 @@ public struct AppDependencies: Sendable {
         self.database = Database(
             configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
             poolSize: configuration.databasePoolSize, logger: dbLogger)
+        self.chatFirstPages = FirstPageBatcher(database: database)
         self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
         self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
@@ -93,7 +95,7 @@ public func buildApplication(
     }
 
     extraRoutes(router)
-    let chatList = ChatListRoute(chats: ChatRepository(database: dependencies.database))
+    let chatList = ChatListRoute(chats: ChatRepository(database: dependencies.database, firstPages: dependencies.chatFirstPages))
     chatList.register(on: router)
     try APIService(dependencies: dependencies).registerHandlers(
         on: RecordingTransport(router: router, routes: routes, servedNatively: [(ChatListRoute.method, ChatListRoute.path)]),

@@ -38,6 +38,11 @@ extension ChatRecord {
     /// A page sent as one row of `ChatRepository.pageColumns`, in the order of `list`.
     static func page(_ row: PostgresRow, list: KeysetCursor.List) throws -> [ChatRecord] {
         var cells = row.makeIterator()
+        return try page(&cells, list: list)
+    }
+
+    /// The page in the next ten cells of a row (`pageColumns`).
+    static func page(_ cells: inout PostgresRow.Iterator, list: KeysetCursor.List) throws -> [ChatRecord] {
         func array(_ type: PostgresDataType) throws -> BinaryArray {
             guard let cell = cells.next() else { throw BinaryCells.MissingColumn() }
             return try BinaryArray(cell, of: type)
@@ -108,6 +113,13 @@ struct ChatTagRecord: Sendable, Equatable {
 /// value the client echoes back (RFC 3339 with milliseconds) compares exactly.
 struct ChatRepository: Sendable {
     let database: Database
+    /// First pages go through it; share one per process so that concurrent requests meet.
+    let firstPages: FirstPageBatcher
+
+    init(database: Database, firstPages: FirstPageBatcher? = nil) {
+        self.database = database
+        self.firstPages = firstPages ?? FirstPageBatcher(database: database)
+    }
 
     static let columns = """
         id, title, subject_id, topic_id, status, created_at, updated_at, message_count, last_message_preview, deleted_at IS NOT NULL AS deleted
@@ -149,13 +161,7 @@ struct ChatRepository: Sendable {
                     ORDER BY updated_at DESC, id DESC LIMIT \(limit + 1)) page
                 """, list: .newest)
         }
-        return try await database.run { client in
-            var records: [ChatRecord] = []
-            for try await page in try await client.execute(NewestChats(userID: userID, limit: limit + 1)) {
-                records = page
-            }
-            return records
-        }
+        return try await firstPages.newest(userID: userID, limit: limit + 1)
     }
 
     /// Delta pull: everything changed after `since`, tombstones included, oldest change first.
@@ -347,33 +353,5 @@ struct ChatRepository: Sendable {
             let tags = try await Self.tags(on: client, userID: userID, chatID: chatID)
             return EvaluationRecord(score: score, note: note, createdAt: createdAt, tags: tags)
         }
-    }
-}
-
-/// The first page of the chat list, the hot path of the app's home screen: a prepared statement
-/// saves the parse and plan of every call.
-struct NewestChats: PostgresPreparedStatement {
-    // postgres-nio's default name is `String(reflecting:)` of the type, worked out on every call.
-    static let name = "bff_newest_chats"
-    static let sql = """
-        SELECT \(ChatRepository.pageColumns) FROM (
-            SELECT \(ChatRepository.columns) FROM chats
-            WHERE user_id = $1 AND deleted_at IS NULL
-            ORDER BY updated_at DESC, id DESC LIMIT $2) page
-        """
-    typealias Row = [ChatRecord]
-
-    let userID: UUID
-    let limit: Int
-
-    func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings()
-        bindings.append(userID)
-        bindings.append(limit)
-        return bindings
-    }
-
-    func decodeRow(_ row: PostgresRow) throws -> Row {
-        try ChatRecord.page(row, list: .newest)
     }
 }

@@ -31,14 +31,22 @@ public struct Database: Sendable {
 
     /// The pool of the current event loop, or the first pool when called off the loops.
     public var client: PostgresClient {
+        pools[currentPool].client
+    }
+
+    /// The index in `clients` of the current event loop's pool (0 off the loops).
+    var currentPool: Int {
         if pools.count > 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
-            for pool in pools where pool.loop === current { return pool.client }
+            for (index, pool) in pools.enumerated() where pool.loop === current { return index }
         }
-        return pools[0].client
+        return 0
     }
 
     /// Every pool: each must run for the server's lifetime.
     public var clients: [PostgresClient] { pools.map(\.client) }
+
+    /// Connections of each pool.
+    let connectionsPerPool: Int
 
     /// A single pool (commands, tests).
     public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
@@ -60,6 +68,7 @@ public struct Database: Sendable {
 
     private init(pools: [Pool], timeout: Duration, poolSize: Int, logger: Logger) {
         self.pools = pools
+        self.connectionsPerPool = max(1, poolSize / pools.count)
         self.logger = logger
         self.timeout = timeout
         self.leases = Gauge(label: "bff_db_pool_leases_in_use")
