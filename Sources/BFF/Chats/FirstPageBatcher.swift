@@ -75,7 +75,15 @@ final class FirstPageBatcher: Sendable {
     private func drain(_ lane: NIOLockedValueBox<Lane>, startingWith first: [Waiter]) async {
         var batch = first
         while true {
-            await run(batch)
+            if let error = await run(batch), error is DatabaseUnavailable {
+                // Each request had its own deadline before it joined a queue; behind a dead database
+                // the queue would otherwise wait one deadline per batch.
+                let queued = lane.withLockedValue { lane in
+                    defer { lane.queue.removeAll() }
+                    return lane.queue
+                }
+                for waiter in queued { waiter.continuation.resume(throwing: error) }
+            }
             let next = lane.withLockedValue { lane -> [Waiter]? in
                 guard !lane.queue.isEmpty else {
                     lane.running -= 1
@@ -88,7 +96,8 @@ final class FirstPageBatcher: Sendable {
         }
     }
 
-    private func run(_ batch: [Waiter]) async {
+    /// Answers every waiter of `batch`; returns the error they got, if any.
+    private func run(_ batch: [Waiter]) async -> (any Error)? {
         let statement = NewestChatsBatch(userIDs: batch.map(\.userID), limits: batch.map { Int32(clamping: $0.limit) })
         let pages: [[ChatRecord]]
         do {
@@ -107,9 +116,10 @@ final class FirstPageBatcher: Sendable {
             }
         } catch {
             for waiter in batch { waiter.continuation.resume(throwing: error) }
-            return
+            return error
         }
         for (waiter, page) in zip(batch, pages) { waiter.continuation.resume(returning: page) }
+        return nil
     }
 }
 

@@ -30,9 +30,13 @@ struct DatabaseFaultTests {
                                logger: TestEnvironment.quietLogger).migrate(client: client)
         }
 
+        let learner = try await Learner.make(database: database)
+        let batchClient = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
+        let repository = ChatRepository(database: Database(client: batchClient, timeout: .seconds(2), poolSize: 2))
         let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"])
         try await app.test(.live) { client in
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
+            #expect(try await client.call(.get, "/api/v1/chats", as: learner).status == .ok)
 
             try await cluster.run("stop")
             let stoppedAt = ContinuousClock.now
@@ -48,6 +52,30 @@ struct DatabaseFaultTests {
             #expect(limited.errorCode == "database_unavailable")
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
 
+            let listed = try await client.call(.get, "/api/v1/chats", as: learner)
+            #expect(listed.status == .serviceUnavailable && listed.errorCode == "database_unavailable")
+
+            // First pages queue behind one another's statement (one at a time with two connections):
+            // behind a dead database each must still fail within about one deadline, not one per batch.
+            let listedAt = ContinuousClock.now
+            let failures = try await Commands.withDatabase(batchClient) { _ in
+                await withTaskGroup(of: Bool.self) { group in
+                    for _ in 0..<100 {
+                        group.addTask {
+                            do {
+                                _ = try await repository.newest(userID: learner.id, limit: 20, after: nil)
+                                return false
+                            } catch {
+                                return error is DatabaseUnavailable
+                            }
+                        }
+                    }
+                    return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+                }
+            }
+            #expect(failures == 100)
+            #expect(ContinuousClock.now - listedAt < .seconds(7), "first pages took \(ContinuousClock.now - listedAt) behind a dead database")
+
             try await cluster.run("start")
             let restartedAt = ContinuousClock.now
             readiness = .serviceUnavailable
@@ -56,6 +84,7 @@ struct DatabaseFaultTests {
                 if readiness != .ok { try await Task.sleep(for: .milliseconds(200)) }
             }
             #expect(readiness == .ok, "readyz not back 10 s after the database restarted")
+            #expect(try await client.call(.get, "/api/v1/chats", as: learner).status == .ok)
         }
     }
 }
