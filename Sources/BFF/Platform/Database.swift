@@ -45,9 +45,6 @@ public struct Database: Sendable {
     /// Every pool: each must run for the server's lifetime.
     public var clients: [PostgresClient] { pools.map(\.client) }
 
-    /// Connections of each pool.
-    let connectionsPerPool: Int
-
     /// A single pool (commands, tests).
     public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
                 logger: Logger = Logger(label: "bff.database")) {
@@ -68,7 +65,6 @@ public struct Database: Sendable {
 
     private init(pools: [Pool], timeout: Duration, poolSize: Int, logger: Logger) {
         self.pools = pools
-        self.connectionsPerPool = max(1, poolSize / pools.count)
         self.logger = logger
         self.timeout = timeout
         self.leases = Gauge(label: "bff_db_pool_leases_in_use")

@@ -15,7 +15,7 @@ struct FirstPageBatcherTests {
 
     @Test("64 concurrent first pages of 8 users (one without chats), limits 1-30: each its own, fewer statements than pages")
     func concurrentPagesAreTheirOwn() async throws {
-        // Two connections: one statement at a time may run, so the others queue and coalesce.
+        // Called off the event loops, so all in one queue: while one statement runs, the others coalesce.
         let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
         let repository = ChatRepository(database: Database(client: client, poolSize: 2))
         try await Commands.withDatabase(client) { client in

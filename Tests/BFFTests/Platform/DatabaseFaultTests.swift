@@ -55,7 +55,7 @@ struct DatabaseFaultTests {
             let listed = try await client.call(.get, "/api/v1/chats", as: learner)
             #expect(listed.status == .serviceUnavailable && listed.errorCode == "database_unavailable")
 
-            // First pages queue behind one another's statement (one at a time with two connections):
+            // First pages queue behind one another's statement (one at a time per event loop):
             // behind a dead database each must still fail within about one deadline, not one per batch.
             let listedAt = ContinuousClock.now
             let failures = try await Commands.withDatabase(batchClient) { _ in
