@@ -77,9 +77,7 @@ struct AuthService: Sendable {
         } catch let refusal as RefreshRefusal {
             throw refusal.apiError
         } catch let limited as RefreshRateLimited {
-            let retryAfter = max(1, Int(limited.retryAfter.rounded(.up)))
-            throw APIError(.tooManyRequests, "rate_limited", "Too many refreshes for this session; retry after \(retryAfter) seconds.",
-                           headers: [.retryAfter: String(retryAfter)])
+            throw APIError.rateLimited(retryAfter: limited.retryAfter, subject: "refreshes for this session")
         }
         return pair(for: rotated.token, user: rotated.user)
     }

@@ -99,13 +99,10 @@ struct RefreshTokenStore: Sendable {
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "BF429" {
             // Beyond the per-address limit: the statement rolled back; DETAIL is the limiter's `ahead`.
             guard let addressLimit, let ahead = error.serverInfo?[.detail].flatMap(Double.init) else { throw error }
-            let decision = RateLimiter.Decision(allowed: false, ahead: ahead, rate: addressLimit.rate, periodSeconds: addressLimit.period.seconds)
-            addressLimit.record(decision)
-            throw APIError.rateLimited(decision)
+            throw APIError.rateLimited(addressLimit.record(allowed: false, ahead: ahead))
         }
         if let addressLimit, let allowed = row.addressAllowed, let ahead = row.addressAhead {
-            addressLimit.record(RateLimiter.Decision(
-                allowed: allowed, ahead: ahead, rate: addressLimit.rate, periodSeconds: addressLimit.period.seconds))
+            addressLimit.record(allowed: allowed, ahead: ahead)
         }
         switch row.outcome {
         case "rotated":

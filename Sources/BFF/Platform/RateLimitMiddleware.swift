@@ -85,16 +85,25 @@ public final class DeferredRateLimit: Sendable {
 
     var decision: RateLimiter.Decision? { taken.withLockedValue { $0 } }
 
-    func record(_ decision: RateLimiter.Decision) {
+    /// Records the decision of `bff_rate_limit_take`'s answer (see `RateLimiter.Decision`) and returns it.
+    @discardableResult
+    func record(allowed: Bool, ahead: Double) -> RateLimiter.Decision {
+        let decision = RateLimiter.Decision(allowed: allowed, ahead: ahead, rate: rate, periodSeconds: period.seconds)
         taken.withLockedValue { $0 = decision }
+        return decision
     }
 }
 
 extension APIError {
     /// 429 `rate_limited` with `Retry-After` (at least one second).
     static func rateLimited(_ decision: RateLimiter.Decision) -> APIError {
-        let retryAfter = max(1, Int(decision.retryAfter.rounded(.up)))
-        return APIError(.tooManyRequests, "rate_limited", "Too many requests; retry after \(retryAfter) seconds.",
+        rateLimited(retryAfter: decision.retryAfter)
+    }
+
+    /// 429 `rate_limited` for `subject` ("Too many <subject>; …"), `Retry-After` rounded up to whole seconds, at least one.
+    static func rateLimited(retryAfter seconds: Double, subject: String = "requests") -> APIError {
+        let retryAfter = max(1, Int(seconds.rounded(.up)))
+        return APIError(.tooManyRequests, "rate_limited", "Too many \(subject); retry after \(retryAfter) seconds.",
                         headers: [.retryAfter: String(retryAfter)])
     }
 }
