@@ -142,8 +142,7 @@ func withDeadline<Result: Sendable>(
 ) async throws -> Result {
     let task = Task { try await operation() }
     let expired = NIOLockedValueBox(false)
-    let nanoseconds = timeout.components.seconds * 1_000_000_000 + timeout.components.attoseconds / 1_000_000_000
-    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(nanoseconds)) {
+    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
         expired.withLockedValue { $0 = true }
         task.cancel()
     }
