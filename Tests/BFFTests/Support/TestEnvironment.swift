@@ -38,6 +38,8 @@ enum TestEnvironment {
             "BFF_MIGRATIONS_DIR": migrationsDirectory,
             "BFF_LOG_LEVEL": "info",
             "BFF_DATABASE_TIMEOUT": "3",
+            // A server opens its whole pool at start, and the suites' servers share one cluster.
+            "BFF_DATABASE_POOL_SIZE": "4",
         ]
         env.merge(overrides) { $1 }
         return env
