@@ -1,6 +1,4 @@
 import ArgumentParser
-import NIOCore
-import NIOPosix
 
 /// `AsyncParsableCommand.main()` without `@main`, which cannot be used here: the executor must be
 /// installed first. Inside an async function the async overloads of `main` and `run` are chosen.
@@ -10,7 +8,6 @@ func runCommand() async {
 
 // Swift tasks then run on the same event loops as the HTTP server and the PostgreSQL
 // connections: a request no longer hops between NIO's threads and Dispatch's pool at every
-// await, which on two cores cost more than the work itself. Must run on the main thread
-// before anything starts a task.
-NIOSingletons.unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor()
+// await, which on two cores cost more than the work itself.
+_ = EventLoopGlobalExecutor.install()
 await runCommand()

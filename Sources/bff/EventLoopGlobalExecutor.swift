@@ -1,0 +1,45 @@
+import Foundation
+import NIOCore
+import NIOPosix
+
+/// Runs the jobs of Swift's global executor on NIO's singleton event loops, as the generic executor.
+///
+/// NIO's own takeover (`unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor`)
+/// runs each job with the event loop as its *serial* executor. A nonisolated async function must run
+/// on the generic executor, so every call into one then parked the task and queued it on the loop
+/// again: ~85 queued jobs per chat-list request, a fifth of the server's CPU. Run as the generic
+/// executor, as Swift's default pool runs them, those calls continue in place (~2.5 jobs per request).
+enum EventLoopGlobalExecutor {
+    private typealias EnqueueHook = @convention(thin) (UnownedJob, @convention(thin) (UnownedJob) -> Void) -> Void
+
+    /// The runtime's generic executor, `SerialExecutorRef::generic()`: two null words. No public API
+    /// names it; Swift's default global executor runs its jobs on it.
+    private static let generic: UnownedSerialExecutor = {
+        precondition(MemoryLayout<UnownedSerialExecutor>.size == 2 * MemoryLayout<UInt>.size)
+        return unsafeBitCast((UInt(0), UInt(0)), to: UnownedSerialExecutor.self)
+    }()
+
+    private static func enqueue(_ job: UnownedJob) {
+        let executor = generic
+        // `any()` is the current loop when called on one, so a task resumes on the loop that woke it.
+        MultiThreadedEventLoopGroup.singleton.any().execute { job.runSynchronously(on: executor) }
+    }
+
+    /// Installs the runtime's global-enqueue hook; false (and Swift's default pool stays) when the
+    /// runtime has no such hook or something else has set it. Must run on the main thread before
+    /// anything starts a task.
+    static func install() -> Bool {
+        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else { return false }
+        let slot = symbol.assumingMemoryBound(to: UnsafeRawPointer?.self)
+        guard slot.pointee == nil else { return false }
+        _ = generic
+        return withUnsafeTemporaryAllocation(of: EnqueueHook.self, capacity: 1) { hook in
+            hook.baseAddress!.initialize(to: { job, _ in EventLoopGlobalExecutor.enqueue(job) })
+            // A thin function value is its code address, which is what the hook slot holds.
+            return hook.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { function in
+                slot.pointee = function.pointee
+                return true
+            }
+        }
+    }
+}
