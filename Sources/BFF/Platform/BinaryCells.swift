@@ -73,14 +73,8 @@ struct BinaryCells {
 /// do not have the type's length. Shared by row cells and array elements.
 enum BinaryValue {
     static func uuid(_ bytes: ByteBuffer) -> UUID? {
-        var bytes = bytes
-        guard bytes.readableBytes == 16, let high = bytes.readInteger(as: UInt64.self), let low = bytes.readInteger(as: UInt64.self)
-        else { return nil }
-        let h = high.bigEndian, l = low.bigEndian
-        return withUnsafeBytes(of: (h, l)) { raw in
-            UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                        raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        guard bytes.readableBytes == 16 else { return nil }
+        return UUID(uuid: bytes.withUnsafeReadableBytes { $0.loadUnaligned(as: uuid_t.self) })
     }
 
     /// Microseconds since 1970 of a `timestamptz`, which PostgreSQL counts from 2000-01-01T00:00:00Z.

@@ -43,16 +43,13 @@ extension UUID {
     /// `getrandom`). Foundation's `UUID()` opens and reads `/dev/urandom` on every call, and
     /// `SystemRandomNumberGenerator` makes one system call per 64-bit word.
     static func random() -> UUID {
-        var bytes = (UInt64(0), UInt64(0))
+        var bytes = unsafeBitCast((UInt64(0), UInt64(0)), to: uuid_t.self)
         withUnsafeMutableBytes(of: &bytes) { raw in
             arc4random_buf(raw.baseAddress!, raw.count)
             raw[6] = raw[6] & 0x0F | 0x40
             raw[8] = raw[8] & 0x3F | 0x80
         }
-        return withUnsafeBytes(of: bytes) { raw in
-            UUID(uuid: (raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
-                        raw[8], raw[9], raw[10], raw[11], raw[12], raw[13], raw[14], raw[15]))
-        }
+        return UUID(uuid: bytes)
     }
 
     /// The lower-case `8-4-4-4-12` form, without going through `uuidString` and `lowercased()`.
