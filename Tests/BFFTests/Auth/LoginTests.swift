@@ -103,8 +103,7 @@ struct LoginTests {
 
     /// The PKCE verifiers of logins not consumed yet (the server's only copy).
     private func pendingVerifiers() async throws -> [String] {
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
-        return try await Commands.withDatabase(client) { client in
+        try await database.withClient { client in
             let rows = try await client.query("SELECT code_verifier FROM oidc_logins")
             var verifiers: [String] = []
             for try await verifier in rows.decode(String.self) { verifiers.append(verifier) }
@@ -264,8 +263,7 @@ struct DeviceTests {
         let alicePhone = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-phone-1", scopes: AccessTokens.allScopes)
         let aliceTablet = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-tablet-1", scopes: AccessTokens.allScopes)
         let bobPhone = try await Commands.issueToken(environment: environment, userID: bob, deviceID: "bob-phone-01", scopes: AccessTokens.allScopes)
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
-        try await Commands.withDatabase(client) { client in
+        try await database.withClient { client in
             _ = try await client.query("INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(alice), 'tok-a', 'ios', 'alice-phone-1'), (\(bob), 'tok-b', 'android', 'bob-phone-01')")
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
@@ -286,7 +284,7 @@ struct DeviceTests {
                 #expect(response.errorCode == expected)
             }
         }
-        let tokens = try await Commands.withDatabase(PostgresClient(configuration: database.clientConfiguration(poolSize: 1))) { client in
+        let tokens = try await database.withClient { client in
             let rows = try await client.query("SELECT token FROM push_tokens ORDER BY token")
             var tokens: [String] = []
             for try await token in rows.decode(String.self) { tokens.append(token) }

@@ -29,10 +29,6 @@ struct RefreshRotationTests {
 
     private static let json: HTTPFields = [.contentType: "application/json"]
 
-    private func query<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
-        return try await Commands.withDatabase(client, body)
-    }
 
     @Test("a valid token rotates once; a retry within the interval gets the identical pair; the new pair works")
     func rotationAndRetry() async throws {
@@ -70,7 +66,7 @@ struct RefreshRotationTests {
             let childAfter = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(child))
             #expect(childAfter.status == .unauthorized && childAfter.errorCode == "session_revoked")
         }
-        let reason = try await query { client in
+        let reason = try await database.withClient { client in
             let rows = try await client.query("SELECT revoked_reason FROM refresh_families WHERE device_id = \(Self.device) AND revoked_at IS NOT NULL")
             var reasons: [String] = []
             for try await reason in rows.decode(String.self) { reasons.append(reason) }
@@ -115,7 +111,7 @@ struct RefreshRotationTests {
     func expired() async throws {
         let pair = try await login()
         let hash = Digest.sha256(pair.refreshToken)
-        try await query { client in
+        try await database.withClient { client in
             _ = try await client.query("UPDATE refresh_tokens SET issued_at = now() - interval '31 days', expires_at = now() - interval '1 day' WHERE token_hash = \(hash)")
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
@@ -148,7 +144,7 @@ struct RefreshRotationTests {
         #expect(Set(successes.compactMap(\.1)).count == 1)
         #expect(responses.allSatisfy { $0.0 == .ok || $0.0 == .tooManyRequests })
         let hash = Digest.sha256(pair.refreshToken)
-        let heads = try await query { client in
+        let heads = try await database.withClient { client in
             let rows = try await client.query("""
                 SELECT count(*)::int FROM refresh_tokens
                 WHERE used_at IS NULL AND family_id = (SELECT family_id FROM refresh_tokens WHERE token_hash = \(hash))
@@ -181,7 +177,7 @@ struct RefreshRotationTests {
             #expect(limitedInvalid.status == .tooManyRequests)
         }
         // The refused presentation did nothing: the first child is still the family's head.
-        let heads = try await query { client in
+        let heads = try await database.withClient { client in
             let rows = try await client.query("SELECT count(*) FROM refresh_tokens WHERE used_at IS NULL")
             for try await count in rows.decode(Int.self) { return count }
             return -1

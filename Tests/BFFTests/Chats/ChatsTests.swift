@@ -14,13 +14,10 @@ struct ChatsTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-    private func sql<T: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> T) async throws -> T {
-        try await Commands.withDatabase(PostgresClient(configuration: database.clientConfiguration(poolSize: 1)), body)
-    }
 
     /// `count` chats whose updated_at are one second apart, the last one newest.
     private func seedChats(_ learner: Learner, count: Int) async throws {
-        try await sql { client in
+        try await database.withClient { client in
             _ = try await client.query("""
                 INSERT INTO chats (user_id, title, created_at, updated_at)
                 SELECT \(learner.id), 'chat ' || n, now() - make_interval(secs => 1000 - n), now() - make_interval(secs => 1000 - n)
@@ -180,7 +177,7 @@ struct ChatsTests {
             #expect(statuses.allSatisfy { $0.0 == .created })
             #expect(Set(statuses.compactMap(\.1)).count == 1)
         }
-        let counts = try await sql { [learner] client in
+        let counts = try await database.withClient { [learner] client in
             let rows = try await client.query("SELECT title, count(*)::int FROM chats WHERE user_id = \(learner.id) GROUP BY title")
             var counts: [String: Int] = [:]
             for try await (title, count) in rows.decode((String, Int).self) { counts[title] = count }

@@ -13,14 +13,10 @@ struct BinaryArrayTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-    private func withClient<Result: Sendable>(_ body: @escaping @Sendable (PostgresClient) async throws -> Result) async throws -> Result {
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 1))
-        return try await Commands.withDatabase(client, body)
-    }
 
     /// The cells of the single row `sql` returns.
     private func cells(_ sql: PostgresQuery) async throws -> [PostgresCell] {
-        try await withClient { client in
+        try await database.withClient { client in
             var cells: [PostgresCell] = []
             for try await row in try await client.query(sql) { cells = Array(row) }
             return cells
@@ -90,7 +86,7 @@ struct BinaryArrayTests {
             timestamptz 'epoch' + u * interval '1 second' AS updated_at, message_count, last_message_preview, deleted
             """
         for (list, order) in [(KeysetCursor.List.newest, "updated_at DESC, id DESC"), (.delta, "updated_at, id")] {
-            let (fromPage, fromRows) = try await withClient { client in
+            let (fromPage, fromRows) = try await database.withClient { client in
                 var fromPage: [ChatRecord] = []
                 // Aggregated in the opposite order on purpose: the reader must restore the keyset order.
                 let reversed = list == .newest ? "updated_at, id" : "updated_at DESC, id DESC"

@@ -20,8 +20,7 @@ struct MigrationTests {
         #expect(migrations.count >= 5)
         #expect(migrations.map(\.version) == migrations.map(\.version).sorted())
         let url = try await TestDatabases.shared.makeEmpty()
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
-        let (first, second, current) = try await Commands.withDatabase(client) { [migrations] client in
+        let (first, second, current) = try await url.withClient(poolSize: 2) { [migrations] client in
             let migrator = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger)
             let first = try await migrator.migrate(client: client)
             let second = try await migrator.migrate(client: client)
@@ -35,8 +34,7 @@ struct MigrationTests {
     @Test("every table of DESIGN §5 exists with the mobile tables' keys and CHECK constraints")
     func schemaHasEveryTable() async throws {
         let url = try await TestDatabases.shared.makeMigrated()
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
-        let (tables, rejected) = try await Commands.withDatabase(client) { client in
+        let (tables, rejected) = try await url.withClient(poolSize: 2) { client in
             var tables: Set<String> = []
             let rows = try await client.query(
                 "SELECT table_name::text FROM information_schema.tables WHERE table_schema = 'public'")

@@ -39,15 +39,22 @@ actor TestDatabases {
         let url = try await makeEmpty(prefix: "bff_template")
         let migrator = Migrator(
             migrations: try Migration.load(from: TestEnvironment.migrationsDirectory), logger: TestEnvironment.quietLogger)
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
-        _ = try await Commands.withDatabase(client) { client in try await migrator.migrate(client: client) }
+        _ = try await url.withClient(poolSize: 2) { client in try await migrator.migrate(client: client) }
         template = url.database
         return url.database
     }
 
     /// Runs `body` against the cluster's maintenance database.
     static func admin(_ base: DatabaseURL, _ body: @escaping @Sendable (PostgresClient) async throws -> Void) async throws {
-        let client = PostgresClient(configuration: base.with(database: "postgres").clientConfiguration(poolSize: 1))
-        try await Commands.withDatabase(client, body)
+        try await base.with(database: "postgres").withClient(body)
+    }
+}
+
+extension DatabaseURL {
+    /// Runs `body` with a client of its own on this database: a test's set-up and checks, outside the server.
+    func withClient<Result: Sendable>(
+        poolSize: Int = 1, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
+        try await Commands.withDatabase(PostgresClient(configuration: clientConfiguration(poolSize: poolSize)), body)
     }
 }
