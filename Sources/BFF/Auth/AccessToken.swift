@@ -69,7 +69,7 @@ public struct AccessTokens: Sendable {
         header.string("JWT")
         header.raw("}")
         var encoded: [UInt8] = []
-        Base64URL.append(header.bytes, to: &encoded)
+        Base64URL.append(header.buffer.readableBytesView, to: &encoded)
         signingHeader = encoded
         self.issuer = issuer
         self.audience = audience
@@ -110,10 +110,11 @@ public struct AccessTokens: Sendable {
         claims.uuid(userID.uuid)
         claims.raw("}")
 
+        let claimBytes = claims.buffer.readableBytesView
         var token = signingHeader
-        token.reserveCapacity(signingHeader.count + Base64URL.encodedCount(claims.bytes.count) + 45)
+        token.reserveCapacity(signingHeader.count + Base64URL.encodedCount(claimBytes.count) + 45)
         token.append(UInt8(ascii: "."))
-        Base64URL.append(claims.bytes, to: &token)
+        Base64URL.append(claimBytes, to: &token)
         var mac = signingKey
         token.withUnsafeBytes { mac.update(data: $0) }
         let code = mac.finalize()

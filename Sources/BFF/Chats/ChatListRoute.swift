@@ -38,6 +38,6 @@ struct ChatListRoute: Sendable {
             userID: principal.userID, limit: limit, cursor: query["cursor"].map(String.init), updatedSince: updatedSince)
         return Response(
             status: .ok, headers: [.contentType: "application/json; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: page.json())))
+            body: .init(byteBuffer: page.json()))
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 /// One page of API-020: the newest-first list or, with `updated_since`, the delta pull.
 struct ChatPage: Sendable {
@@ -7,7 +8,7 @@ struct ChatPage: Sendable {
 
     /// The contract's `ChatList` JSON, written directly (see `JSONWriter`): members in schema order,
     /// absent optionals omitted, as the generated encoder does.
-    func json() -> [UInt8] {
+    func json() -> ByteBuffer {
         var writer = JSONWriter(capacity: 512 + records.count * 400)
         writer.raw("{\"items\":[")
         for (index, record) in records.enumerated() {
@@ -20,7 +21,7 @@ struct ChatPage: Sendable {
             writer.string(nextCursor)
         }
         writer.byte(UInt8(ascii: "}"))
-        return writer.bytes
+        return writer.buffer
     }
 }
 

@@ -1,28 +1,32 @@
+import NIOCore
+
 /// Writes JSON straight into bytes, for the documents on hot paths (the AppJWT, the chat list) where
 /// `JSONEncoder`'s generic machinery costs more than the rest of the request. The caller writes the
 /// structure; this type gets strings, numbers and separators right.
 struct JSONWriter {
-    private(set) var bytes: [UInt8]
+    /// The document so far. A `ByteBuffer`, so a response body needs no copy; the fixed-width values
+    /// (UUIDs, timestamps, integers) are written into it in one reservation each, not byte by byte.
+    private(set) var buffer: ByteBuffer
 
     init(capacity: Int = 256) {
-        bytes = []
-        bytes.reserveCapacity(capacity)
+        buffer = ByteBufferAllocator().buffer(capacity: capacity)
     }
 
+    var bytes: [UInt8] { Array(buffer.readableBytesView) }
+
     mutating func raw(_ text: StaticString) {
-        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        buffer.writeStaticString(text)
     }
 
     mutating func byte(_ byte: UInt8) {
-        bytes.append(byte)
+        buffer.writeInteger(byte)
     }
 
     /// `"key":`, for keys that are literals and need no escaping.
     mutating func key(_ key: StaticString) {
-        bytes.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
         raw(key)
-        bytes.append(UInt8(ascii: "\""))
-        bytes.append(UInt8(ascii: ":"))
+        raw("\":")
     }
 
     mutating func string(_ value: String) {
@@ -36,61 +40,78 @@ struct JSONWriter {
 
     /// RFC 8259 §7: quotation mark, reverse solidus and control characters escaped, the rest as is.
     mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
-        bytes.append(UInt8(ascii: "\""))
+        byte(UInt8(ascii: "\""))
         var start = 0
         for index in 0..<utf8.count {
             let byte = utf8[index]
             guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
+            buffer.writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[start..<index])))
             start = index + 1
-            bytes.append(UInt8(ascii: "\\"))
             switch byte {
-            case UInt8(ascii: "\""): bytes.append(UInt8(ascii: "\""))
-            case UInt8(ascii: "\\"): bytes.append(UInt8(ascii: "\\"))
-            case 0x0A: bytes.append(UInt8(ascii: "n"))
-            case 0x0D: bytes.append(UInt8(ascii: "r"))
-            case 0x09: bytes.append(UInt8(ascii: "t"))
-            case 0x08: bytes.append(UInt8(ascii: "b"))
-            case 0x0C: bytes.append(UInt8(ascii: "f"))
+            case UInt8(ascii: "\""): raw("\\\"")
+            case UInt8(ascii: "\\"): raw("\\\\")
+            case 0x0A: raw("\\n")
+            case 0x0D: raw("\\r")
+            case 0x09: raw("\\t")
+            case 0x08: raw("\\b")
+            case 0x0C: raw("\\f")
             default:
-                raw("u00")
-                bytes.append(Self.hexDigits[Int(byte >> 4)])
-                bytes.append(Self.hexDigits[Int(byte & 0xF)])
+                fixedWidth(6) { out in
+                    out[0] = UInt8(ascii: "\\"); out[1] = UInt8(ascii: "u"); out[2] = UInt8(ascii: "0"); out[3] = UInt8(ascii: "0")
+                    out[4] = Self.hexDigit(byte >> 4)
+                    out[5] = Self.hexDigit(byte & 0xF)
+                }
             }
         }
-        bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<utf8.count]))
-        bytes.append(UInt8(ascii: "\""))
+        buffer.writeBytes(UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: utf8[start...])))
+        byte(UInt8(ascii: "\""))
     }
 
     mutating func integer<Integer: BinaryInteger>(_ value: Integer) {
-        if value < 0 { bytes.append(UInt8(ascii: "-")) }
-        var magnitude = value.magnitude
-        var digits: (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8,
-                     UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8) =
-            (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0)
-        var count = 0
-        withUnsafeMutableBytes(of: &digits) { digits in
-            repeat {
-                let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
-                digits[19 - count] = UInt8(ascii: "0") + UInt8(remainder)
-                magnitude = quotient
-                count += 1
-            } while magnitude != 0
-            bytes.append(contentsOf: digits[(20 - count)...])
+        // 20 digits hold any 64-bit magnitude, plus the sign.
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 21) { out in
+            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+            return withUnsafeMutableBytes(of: &digits) { digits in
+                var magnitude = value.magnitude
+                var first = 24
+                repeat {
+                    let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
+                    first -= 1
+                    digits[first] = UInt8(ascii: "0") + UInt8(remainder)
+                    magnitude = quotient
+                } while magnitude != 0
+                var count = 0
+                if value < 0 {
+                    out[0] = UInt8(ascii: "-")
+                    count = 1
+                }
+                for index in first..<24 {
+                    out[count] = digits[index]
+                    count += 1
+                }
+                return count
+            }
         }
     }
 
     /// A lower-case RFC 4122 UUID string.
     mutating func uuid(_ uuid: UUIDBytes) {
-        bytes.append(UInt8(ascii: "\""))
-        withUnsafeBytes(of: uuid) { raw in
-            for index in 0..<16 {
-                if index == 4 || index == 6 || index == 8 || index == 10 { bytes.append(UInt8(ascii: "-")) }
-                bytes.append(Self.hexDigits[Int(raw[index] >> 4)])
-                bytes.append(Self.hexDigits[Int(raw[index] & 0xF)])
+        fixedWidth(38) { out in
+            withUnsafeBytes(of: uuid) { raw in
+                out[0] = UInt8(ascii: "\"")
+                var position = 1
+                for index in 0..<16 {
+                    if index == 4 || index == 6 || index == 8 || index == 10 {
+                        out[position] = UInt8(ascii: "-")
+                        position += 1
+                    }
+                    out[position] = Self.hexDigit(raw[index] >> 4)
+                    out[position + 1] = Self.hexDigit(raw[index] & 0xF)
+                    position += 2
+                }
+                out[37] = UInt8(ascii: "\"")
             }
         }
-        bytes.append(UInt8(ascii: "\""))
     }
 
     /// RFC 3339 in UTC with exactly milliseconds (`2026-11-22T09:15:00.123Z`), from microseconds
@@ -100,33 +121,47 @@ struct JSONWriter {
         let (seconds, milli) = Self.floorDivide(millis, 1000)
         let (days, secondOfDay) = Self.floorDivide(seconds, 86_400)
         let (year, month, day) = Self.civil(fromDays: days)
-        bytes.append(UInt8(ascii: "\""))
-        fixed(year, width: 4)
-        bytes.append(UInt8(ascii: "-"))
-        fixed(month, width: 2)
-        bytes.append(UInt8(ascii: "-"))
-        fixed(day, width: 2)
-        bytes.append(UInt8(ascii: "T"))
-        fixed(secondOfDay / 3600, width: 2)
-        bytes.append(UInt8(ascii: ":"))
-        fixed(secondOfDay / 60 % 60, width: 2)
-        bytes.append(UInt8(ascii: ":"))
-        fixed(secondOfDay % 60, width: 2)
-        bytes.append(UInt8(ascii: "."))
-        fixed(milli, width: 3)
-        bytes.append(UInt8(ascii: "Z"))
-        bytes.append(UInt8(ascii: "\""))
+        fixedWidth(26) { out in
+            // Years outside 0…9999 have no RFC 3339 form; the service stores only its own clock's times.
+            let year = Int(year)
+            out[0] = UInt8(ascii: "\"")
+            Self.twoDigits(year / 100 % 100, at: out + 1)
+            Self.twoDigits(year % 100, at: out + 3)
+            out[5] = UInt8(ascii: "-")
+            Self.twoDigits(Int(month), at: out + 6)
+            out[8] = UInt8(ascii: "-")
+            Self.twoDigits(Int(day), at: out + 9)
+            out[11] = UInt8(ascii: "T")
+            let secondOfDay = Int(secondOfDay)
+            Self.twoDigits(secondOfDay / 3600, at: out + 12)
+            out[14] = UInt8(ascii: ":")
+            Self.twoDigits(secondOfDay / 60 % 60, at: out + 15)
+            out[17] = UInt8(ascii: ":")
+            Self.twoDigits(secondOfDay % 60, at: out + 18)
+            out[20] = UInt8(ascii: ".")
+            let milli = Int(milli)
+            out[21] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: milli / 100)
+            Self.twoDigits(milli % 100, at: out + 22)
+            out[24] = UInt8(ascii: "Z")
+            out[25] = UInt8(ascii: "\"")
+        }
     }
 
-    private mutating func fixed(_ value: Int64, width: Int) {
-        var divisor: Int64 = 1
-        for _ in 1..<width { divisor *= 10 }
-        var rest = value
-        while divisor > 0 {
-            bytes.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest / divisor % 10))
-            rest %= divisor
-            divisor /= 10
+    /// Reserves exactly `count` bytes and lets `body` fill all of them.
+    private mutating func fixedWidth(_ count: Int, _ body: (UnsafeMutablePointer<UInt8>) -> Void) {
+        buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: count) { raw in
+            body(raw.baseAddress!.assumingMemoryBound(to: UInt8.self))
+            return count
         }
+    }
+
+    private static func twoDigits(_ value: Int, at out: UnsafeMutablePointer<UInt8>) {
+        out[0] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value / 10)
+        out[1] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: value % 10)
+    }
+
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") - 10 + nibble
     }
 
     private static func floorDivide(_ value: Int64, _ divisor: Int64) -> (Int64, Int64) {
@@ -147,7 +182,6 @@ struct JSONWriter {
         return (yearOfEra + era * 400 + (month <= 2 ? 1 : 0), month, day)
     }
 
-    private static let hexDigits = Array("0123456789abcdef".utf8)
 }
 
 /// The sixteen bytes of a UUID, as Foundation's `UUID.uuid` gives them.
