@@ -19,6 +19,7 @@ public struct AppDependencies: Sendable {
     let chatFirstPages: FirstPageBatcher
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
+        Observability.bootstrap()
         self.configuration = configuration
         self.logger = logger
         var dbLogger = logger

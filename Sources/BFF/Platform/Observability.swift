@@ -14,4 +14,10 @@ public enum Observability {
         MetricsSystem.bootstrap(factory)
         return registry
     }()
+
+    /// Bootstraps the metrics system if it is not yet: a handle made before that (the database
+    /// pool's gauges, made when the pool is) stays a no-op for the life of the process.
+    public static func bootstrap() {
+        _ = registry
+    }
 }
