@@ -164,18 +164,31 @@ struct HTTPContractTests {
         }
     }
 
-    @Test("/metrics exposes request counts and latency by route and status, and pool gauges")
+    @Test("/metrics exposes request counts and latency by route and status, and pool gauges; unusual methods share one label")
     func metrics() async throws {
         let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
-            _ = try await client.execute(uri: "/healthz", method: .get)
+            // The registry is the process's: other suites' requests may add to the same series.
+            func healthzCount() async throws -> Double {
+                let metrics = try await client.execute(uri: "/metrics", method: .get)
+                let line = metrics.text.split(separator: "\n").first {
+                    $0.hasPrefix("bff_http_requests_total{") && $0.contains("route=\"/healthz\"")
+                        && $0.contains("method=\"GET\"") && $0.contains("status=\"200\"")
+                }
+                return line.flatMap { $0.split(separator: " ").last }.flatMap { Double($0) } ?? 0
+            }
+            let before = try await healthzCount()
+            for _ in 0..<3 { _ = try await client.execute(uri: "/healthz", method: .get) }
+            #expect(try await healthzCount() >= before + 3)
+
+            let propfind = try await client.execute(uri: "/no/such/path", method: HTTPRequest.Method("PROPFIND")!)
+            #expect(propfind.status == .notFound)
             let metrics = try await client.execute(uri: "/metrics", method: .get)
             #expect(metrics.status == .ok)
-            #expect(metrics.text.contains("bff_http_requests_total{"))
-            #expect(metrics.text.contains("route=\"/healthz\""))
-            #expect(metrics.text.contains("status=\"200\""))
             #expect(metrics.text.contains("bff_http_request_duration_seconds_bucket"))
             #expect(metrics.text.contains("bff_db_pool_max_connections"))
+            #expect(metrics.text.contains("method=\"other\""))
+            #expect(!metrics.text.contains("PROPFIND"))
         }
     }
 }
