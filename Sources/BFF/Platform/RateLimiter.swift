@@ -3,7 +3,7 @@ import PostgresNIO
 
 /// A distributed rate limiter: GCRA (the generic cell rate algorithm) with its one number per key —
 /// the theoretical arrival time — kept in PostgreSQL and advanced by a single atomic upsert
-/// (`bff_rate_limit_take`, migration 0006), so any number of replicas share one exact limit.
+/// (`bff_rate_limit_take`, migrations 0006 and 0007), so any number of replicas share one exact limit.
 public struct RateLimiter: Sendable {
     public struct Decision: Sendable, Equatable {
         public var allowed: Bool

@@ -38,10 +38,34 @@ struct RateLimiterTests {
         #expect(decisions.count == 50)
         #expect(decisions.filter(\.allowed).count == 5)
         let rejected = decisions.filter { !$0.allowed }
-        // The next slot is one interval (120 s) away; a decision's clock is read before it waits for the
-        // key's row, so one that waited sees up to that wait more, or, if it started before the first
-        // decision, a slot that is only just not free yet.
-        #expect(rejected.allSatisfy { $0.retryAfter > 0 && $0.retryAfter <= 121 && $0.remaining == 0 }, "\(rejected.map(\.retryAfter))")
+        // The next slot is at most one interval (120 s) away: each decision reads the clock once it
+        // holds the key's row (migration 0007), so waiting behind the others adds nothing.
+        #expect(rejected.allSatisfy { $0.retryAfter > 0 && $0.retryAfter <= 120 && $0.remaining == 0 }, "\(rejected.map(\.retryAfter))")
+    }
+
+    @Test("a decision that waited for the key's row is taken when it runs: Retry-After counts from then, not from its arrival")
+    func clockReadAfterTheWait() async throws {
+        let key = "k:waited"
+        try await database.withClient(poolSize: 3) { client in
+            let limiter = RateLimiter(database: Database(client: client))
+            // 2 per 10 s: a slot every 5 s, both free now. This takes the first.
+            _ = try await limiter.limit(key: key, rate: 2, per: .seconds(10))
+            let firstDecided = ContinuousClock.now
+            let logger = TestEnvironment.quietLogger
+            let (waiting, bound) = try await client.withTransaction(logger: logger) { holder in
+                _ = try await holder.query("SELECT 1 FROM rate_limits WHERE key = \(key) FOR UPDATE", logger: logger)
+                let waiting = Task { try await limiter.limit(key: key, rate: 2, per: .seconds(10)) }
+                try await Task.sleep(for: .seconds(1))
+                // While that decision waits for the row, this one takes the second slot.
+                _ = try await holder.query("SELECT allowed FROM bff_rate_limit_take(\(key), 2, 10)", logger: logger)
+                // The next slot opens 5 s after the first decision, and the waiting one runs after
+                // this transaction ends; read at its arrival, the clock made Retry-After ~1 s longer.
+                return (waiting, 5 - (ContinuousClock.now - firstDecided).seconds)
+            }
+            let decision = try await waiting.value
+            #expect(!decision.allowed)
+            #expect(decision.retryAfter > 0 && decision.retryAfter <= bound, "\(decision.retryAfter) > \(bound)")
+        }
     }
 
     @Test("remaining counts down, other keys are independent, and the quota refills at rate/period")
