@@ -67,8 +67,9 @@ struct JSONWriter {
         byte(UInt8(ascii: "\""))
     }
 
-    mutating func integer<Integer: BinaryInteger>(_ value: Integer) {
+    mutating func integer<Integer: FixedWidthInteger>(_ value: Integer) {
         // 20 digits hold any 64-bit magnitude, plus the sign.
+        precondition(Integer.bitWidth <= 64, "JSONWriter.integer writes integers of up to 64 bits")
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 21) { out in
             var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
             return withUnsafeMutableBytes(of: &digits) { digits in
