@@ -4,7 +4,8 @@ import Metrics
 import NIOConcurrencyHelpers
 
 /// Request count and latency by route template, method and status (route templates, never raw paths,
-/// and the standard methods keep the label set bounded). Sits outside error mapping so it sees the status the client gets.
+/// and the standard methods keep the label set bounded). Sits outside error mapping so it sees the
+/// status the client gets.
 struct RequestMetricsMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
