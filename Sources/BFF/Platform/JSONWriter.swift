@@ -12,8 +12,6 @@ struct JSONWriter {
         buffer = ByteBufferAllocator().buffer(capacity: capacity)
     }
 
-    var bytes: [UInt8] { Array(buffer.readableBytesView) }
-
     mutating func raw(_ text: StaticString) {
         buffer.writeStaticString(text)
     }

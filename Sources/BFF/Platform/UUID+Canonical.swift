@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 
 extension UUID {
     /// Parses the 36-character `8-4-4-4-12` hex form (either case) without Foundation's `sscanf`,
@@ -56,6 +57,6 @@ extension UUID {
     var lowercasedString: String {
         var writer = JSONWriter(capacity: 38)
         writer.uuid(uuid)
-        return String(decoding: writer.bytes.dropFirst().dropLast(), as: UTF8.self)
+        return String(decoding: writer.buffer.readableBytesView.dropFirst().dropLast(), as: UTF8.self)
     }
 }

@@ -1,4 +1,5 @@
 import Foundation
+import NIOCore
 import Testing
 @testable import BFF
 
@@ -41,7 +42,7 @@ struct WireFormatTests {
             writer.raw(",")
             writer.integer(Int64.max)
             writer.raw("]")
-            let array = try #require(try JSONSerialization.jsonObject(with: Data(writer.bytes)) as? [Any])
+            let array = try #require(try JSONSerialization.jsonObject(with: Data(writer.buffer.readableBytesView)) as? [Any])
             #expect(array[0] as? String == text)
             #expect((array[1] as? NSNumber)?.int64Value == Int64.min)
             #expect((array[2] as? NSNumber)?.int64Value == 0)
@@ -49,7 +50,7 @@ struct WireFormatTests {
         }
         var writer = JSONWriter()
         writer.uuid(UUID(uuidString: "0A1B2C3D-4E5F-6789-ABCD-EF0123456789")!.uuid)
-        #expect(String(decoding: writer.bytes, as: UTF8.self) == "\"0a1b2c3d-4e5f-6789-abcd-ef0123456789\"")
+        #expect(String(buffer: writer.buffer) == "\"0a1b2c3d-4e5f-6789-abcd-ef0123456789\"")
     }
 
     @Test("JSONWriter timestamps equal the contract's RFC 3339 dates (RFC3339Dates) across eras, rounded to the millisecond")
@@ -57,7 +58,7 @@ struct WireFormatTests {
         func written(_ micros: Int64) -> String {
             var writer = JSONWriter()
             writer.timestamp(micros: micros)
-            return String(decoding: writer.bytes, as: UTF8.self)
+            return String(buffer: writer.buffer)
         }
         #expect(written(0) == "\"1970-01-01T00:00:00.000Z\"")
         #expect(written(499) == "\"1970-01-01T00:00:00.000Z\"")
