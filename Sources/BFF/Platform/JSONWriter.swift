@@ -69,27 +69,23 @@ struct JSONWriter {
         // 20 digits hold any 64-bit magnitude, plus the sign.
         precondition(Integer.bitWidth <= 64, "JSONWriter.integer writes integers of up to 64 bits")
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 21) { out in
-            var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
-            return withUnsafeMutableBytes(of: &digits) { digits in
-                var magnitude = value.magnitude
-                var first = 24
-                repeat {
-                    let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
-                    first -= 1
-                    digits[first] = UInt8(ascii: "0") + UInt8(remainder)
-                    magnitude = quotient
-                } while magnitude != 0
-                var count = 0
-                if value < 0 {
-                    out[0] = UInt8(ascii: "-")
-                    count = 1
-                }
-                for index in first..<24 {
-                    out[count] = digits[index]
-                    count += 1
-                }
-                return count
+            var count = 0
+            if value < 0 {
+                out[0] = UInt8(ascii: "-")
+                count = 1
             }
+            let firstDigit = count
+            var magnitude = value.magnitude
+            repeat {
+                let (quotient, remainder) = magnitude.quotientAndRemainder(dividingBy: 10)
+                out[count] = UInt8(ascii: "0") + UInt8(remainder)
+                count += 1
+                magnitude = quotient
+            } while magnitude != 0
+            // Written least significant first.
+            var digits = UnsafeMutableRawBufferPointer(rebasing: out[firstDigit..<count])
+            digits.reverse()
+            return count
         }
     }
 
