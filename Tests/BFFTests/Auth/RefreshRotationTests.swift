@@ -29,7 +29,6 @@ struct RefreshRotationTests {
 
     private static let json: HTTPFields = [.contentType: "application/json"]
 
-
     @Test("a valid token rotates once; a retry within the interval gets the identical pair; the new pair works")
     func rotationAndRetry() async throws {
         let pair = try await login()

@@ -14,7 +14,6 @@ struct ChatsTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-
     /// `count` chats whose updated_at are one second apart, the last one newest.
     private func seedChats(_ learner: Learner, count: Int) async throws {
         try await database.withClient { client in

@@ -13,7 +13,6 @@ struct BinaryArrayTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-
     /// The cells of the single row `sql` returns.
     private func cells(_ sql: PostgresQuery) async throws -> [PostgresCell] {
         try await database.withClient { client in

@@ -24,8 +24,7 @@ struct DatabaseFaultTests {
 
     private func exercise(_ cluster: ThrowawayCluster) async throws {
         let database = try cluster.url
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
-        _ = try await Commands.withDatabase(client) { client in
+        _ = try await database.withClient(poolSize: 2) { client in
             try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
                                logger: TestEnvironment.quietLogger).migrate(client: client)
         }

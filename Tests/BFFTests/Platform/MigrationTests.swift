@@ -65,7 +65,6 @@ struct MigrationTests {
     @Test("an applied file whose content changed is refused, and nothing more is applied")
     func changedFileIsRefused() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
         let original = [
             Migration(version: 1, name: "one", sql: "CREATE TABLE one (id int)"),
         ]
@@ -73,7 +72,7 @@ struct MigrationTests {
             Migration(version: 1, name: "one", sql: "CREATE TABLE one (id bigint)"),
             Migration(version: 2, name: "two", sql: "CREATE TABLE two (id int)"),
         ]
-        let (outcome, twoExists) = try await Commands.withDatabase(client) { client in
+        let (outcome, twoExists) = try await url.withClient(poolSize: 2) { client in
             try await Migrator(migrations: original, logger: TestEnvironment.quietLogger).migrate(client: client)
             var outcome: Result<[Int], MigrationError>
             do {
@@ -93,9 +92,8 @@ struct MigrationTests {
     @Test("a failing file is rolled back entirely and reported")
     func failingFileRollsBack() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
         let broken = [Migration(version: 1, name: "broken", sql: "CREATE TABLE half (id int); SELECT no_such_function();")]
-        let (error, halfExists) = try await Commands.withDatabase(client) { client in
+        let (error, halfExists) = try await url.withClient(poolSize: 2) { client in
             var caught: MigrationError?
             do { try await Migrator(migrations: broken, logger: TestEnvironment.quietLogger).migrate(client: client) }
             catch let error as MigrationError { caught = error }
@@ -114,11 +112,9 @@ struct MigrationTests {
     @Test("two concurrent runs (two replicas) apply every file exactly once")
     func concurrentRunsApplyOnce() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
-        let clientA = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
-        let clientB = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
         let migrations = self.migrations
-        let (results, recorded) = try await Commands.withDatabase(clientA) { clientA in
-            try await Commands.withDatabase(clientB) { clientB in
+        let (results, recorded) = try await url.withClient(poolSize: 2) { clientA in
+            try await url.withClient(poolSize: 2) { clientB in
                 async let first = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: clientA)
                 async let second = Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: clientB)
                 let results = try await [first, second]
@@ -136,9 +132,8 @@ struct MigrationTests {
     @Test("serve refuses a database behind the newest migration, naming bff migrate")
     func serveRefusesStaleSchema() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
-        let client = PostgresClient(configuration: url.clientConfiguration(poolSize: 2))
         let migrations = self.migrations
-        let error: MigrationError? = try await Commands.withDatabase(client) { client in
+        let error: MigrationError? = try await url.withClient(poolSize: 2) { client in
             try await Migrator(migrations: Array(migrations.dropLast()), logger: TestEnvironment.quietLogger).migrate(client: client)
             do {
                 try await Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).requireCurrent(client: client)

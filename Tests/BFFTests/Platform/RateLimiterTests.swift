@@ -17,11 +17,8 @@ struct RateLimiterTests {
     // spread the 50 decisions over more than that (6 passed, correctly).
     @Test("exactly 5 of 50 concurrent requests pass a 5-per-10-minutes limit shared by two replicas")
     func exactAcrossReplicas() async throws {
-        let replicaA = PostgresClient(configuration: database.clientConfiguration(poolSize: 10))
-        let replicaB = PostgresClient(configuration: database.clientConfiguration(poolSize: 10))
-        let decisions = try await Commands.withDatabase(replicaA) { [database] replicaA in
-            try await Commands.withDatabase(replicaB) { replicaB in
-                _ = database
+        let decisions = try await database.withClient(poolSize: 10) { [database] replicaA in
+            try await database.withClient(poolSize: 10) { replicaB in
                 let limiters = [RateLimiter(database: Database(client: replicaA)), RateLimiter(database: Database(client: replicaB))]
                 return try await withThrowingTaskGroup(of: RateLimiter.Decision.self) { group in
                     for index in 0..<50 {
@@ -70,9 +67,8 @@ struct RateLimiterTests {
 
     @Test("remaining counts down, other keys are independent, and the quota refills at rate/period")
     func remainingAndRefill() async throws {
-        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
         // A long period keeps the first part independent of how slowly a loaded machine runs it.
-        let (first, third, fourth, other, afterWait) = try await Commands.withDatabase(client) { client in
+        let (first, third, fourth, other, afterWait) = try await database.withClient(poolSize: 2) { client in
             let limiter = RateLimiter(database: Database(client: client))
             let first = try await limiter.limit(key: "k:count", rate: 3, per: .seconds(60))
             _ = try await limiter.limit(key: "k:count", rate: 3, per: .seconds(60))
