@@ -17,7 +17,7 @@ struct MaintenanceService: Service {
                 try await identity.purgeExpiredLogins()
             } catch {
                 if Task.isCancelled { return }
-                dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string("\(error)")])
+                dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string(LoggableError.describe(error))])
             }
             do {
                 try await gracefulShutdownAwareSleep(for: .seconds(60))

@@ -1,8 +1,9 @@
 import Hummingbird
 import Logging
 
-/// Every error thrown below it becomes `{code, message}` with its status; 500s are logged with the
-/// request id and never show a stack trace or SQL to the client.
+/// Every error thrown below it becomes `{code, message}` with its status; 500s and 503s are logged
+/// with the request id (through `LoggableError`, so no credential reaches the log) and never show a
+/// stack trace or SQL to the client.
 struct ErrorMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
@@ -17,11 +18,11 @@ struct ErrorMiddleware: RouterMiddleware {
     static func response(for error: any Error, context: Context) -> Response {
         if let apiError = ErrorMapping.apiError(for: error) {
             if apiError.status == .serviceUnavailable {
-                context.logger.warning("dependency unavailable", metadata: ["code": .string(apiError.code), "error": .string("\(error)")])
+                context.logger.warning("dependency unavailable", metadata: ["code": .string(apiError.code), "error": .string(LoggableError.describe(error))])
             }
             return apiError.response()
         }
-        context.logger.error("unhandled error", metadata: ["error": .string(String(reflecting: error))])
+        context.logger.error("unhandled error", metadata: ["error": .string(LoggableError.describe(error))])
         return APIError.internalError.response()
     }
 }

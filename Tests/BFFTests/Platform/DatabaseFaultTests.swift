@@ -32,7 +32,8 @@ struct DatabaseFaultTests {
         let learner = try await Learner.make(database: database)
         let batchClient = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
         let repository = ChatRepository(database: Database(client: batchClient, timeout: .seconds(2), poolSize: 2))
-        let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"])
+        let logs = LogCapture()
+        let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"], logs: logs)
         try await app.test(.live) { client in
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
             #expect(try await client.call(.get, "/api/v1/chats", as: learner).status == .ok)
@@ -53,6 +54,19 @@ struct DatabaseFaultTests {
 
             let listed = try await client.call(.get, "/api/v1/chats", as: learner)
             #expect(listed.status == .serviceUnavailable && listed.errorCode == "database_unavailable")
+
+            // A generated operation's error carries its request (headers included) and its decoded
+            // input: the 503's log line must name the operation and leak neither.
+            let refreshToken = SecureRandom.token()
+            let refreshed = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                body: ByteBuffer(string: #"{"refresh_token":"\#(refreshToken)","device_id":"device-0001"}"#))
+            #expect(refreshed.status == .serviceUnavailable && refreshed.errorCode == "database_unavailable")
+            let settings = try await client.call(.get, "/api/v1/settings", as: learner)
+            #expect(settings.status == .serviceUnavailable && settings.errorCode == "database_unavailable")
+            let outageLines = logs.all.filter { $0.contains("dependency unavailable") }
+            #expect(outageLines.contains { $0.contains("authRefresh") } && outageLines.contains { $0.contains("getSettings") })
+            #expect(!logs.all.contains { $0.contains(refreshToken) || $0.contains(learner.accessToken) })
 
             // First pages queue behind one another's statement (one at a time per event loop):
             // behind a dead database each must still fail within about one deadline, not one per batch.
