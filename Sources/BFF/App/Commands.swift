@@ -43,30 +43,38 @@ public enum Commands {
     public static func withDatabase<Result: Sendable>(
         _ database: Database, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
-        try await withThrowingTaskGroup(of: Result?.self) { group in
-            for client in database.clients {
-                group.addTask {
-                    await client.run()
-                    return nil
-                }
-            }
-            defer { group.cancelAll() }
-            return try await body(database.client)
-        }
+        try await withRunning(database.clients) { try await body(database.client) }
     }
 
     /// Runs `body` with the client's pool running, then shuts the pool down.
     public static func withDatabase<Result: Sendable>(
         _ client: PostgresClient, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
+        try await withRunning([client]) { try await body(client) }
+    }
+
+    private static func withRunning<Result: Sendable>(
+        _ clients: [PostgresClient], _ body: @escaping @Sendable () async throws -> Result
+    ) async throws -> Result {
         try await withThrowingTaskGroup(of: Result?.self) { group in
-            group.addTask {
-                await client.run()
-                return nil
+            // A lease taken before `run()` has begun still works, but postgres-nio logs a warning
+            // for it, which every `bff migrate` printed. Each task signals just before it enters
+            // `run()`, which marks the client running before its first suspension.
+            let (entering, signal) = AsyncStream.makeStream(of: Void.self)
+            for client in clients {
+                group.addTask {
+                    signal.yield()
+                    await client.run()
+                    return nil
+                }
             }
             defer { group.cancelAll() }
-            let result = try await body(client)
-            return result
+            var waiting = clients.count
+            for await _ in entering {
+                waiting -= 1
+                if waiting == 0 { break }
+            }
+            return try await body()
         }
     }
 }

@@ -31,6 +31,22 @@ struct MigrationTests {
         #expect(current == migrations.last?.version)
     }
 
+    @Test("a command's pools are running before its body leases: postgres-nio logs no early-lease warning")
+    func commandBodyLeasesAfterRun() async throws {
+        let url = try TestEnvironment.databaseURL
+        let logs = LogCapture()
+        for _ in 0..<20 {
+            let client = PostgresClient(
+                configuration: url.clientConfiguration(poolSize: 1),
+                backgroundLogger: makeLogger(level: .warning, sink: logs.sink))
+            let rows = try await Commands.withDatabase(client) { client in
+                try await client.query("SELECT 1").collect().count
+            }
+            #expect(rows == 1)
+        }
+        #expect(logs.all.isEmpty, "\(logs.all.first ?? "")")
+    }
+
     @Test("every table of DESIGN §5 exists with the mobile tables' keys and CHECK constraints")
     func schemaHasEveryTable() async throws {
         let url = try await TestDatabases.shared.makeMigrated()
