@@ -1,5 +1,6 @@
 import HTTPTypes
 import Hummingbird
+import NIOCore
 
 /// Caps request bodies (64 KiB by default): a declared length over the cap is refused before reading,
 /// and a streamed body is read at most up to the cap.
@@ -19,7 +20,8 @@ struct BodyLimitMiddleware: RouterMiddleware {
         var request = request
         do {
             _ = try await request.collectBody(upTo: limit)
-        } catch let error as HTTPError where error.status == .contentTooLarge {
+        } catch is NIOTooManyBytesError {
+            // What a chunked body longer than the cap throws; only a declared length is checked above.
             return Self.tooLarge.response()
         }
         return try await next(request, context)

@@ -1,3 +1,4 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import Hummingbird
@@ -92,6 +93,16 @@ struct HTTPContractTests {
             expectError(
                 try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: big),
                 .contentTooLarge, "payload_too_large")
+
+            // Chunked, with no length declared: the cap is found while reading.
+            var streamed = HTTPClientRequest(url: "http://127.0.0.1:\(client.port!)/api/v1/chats")
+            streamed.method = .POST
+            streamed.headers.add(name: "Content-Type", value: "application/json")
+            streamed.body = .bytes(Array(repeating: UInt8(ascii: "a"), count: 70 * 1024), length: .unknown)
+            let response = try await HTTPClient.shared.execute(streamed, timeout: .seconds(10))
+            #expect(response.status == .payloadTooLarge)
+            let body = try await response.body.collect(upTo: 4096)
+            #expect(String(buffer: body).contains("payload_too_large"))
         }
     }
 
