@@ -9,10 +9,11 @@ enum RefreshRefusal: Error, Equatable {
 
     var apiError: APIError {
         switch self {
-        case .unknown: APIError(.unauthorized, "invalid_refresh_token", "The refresh token is not valid.")
+        // A token from another device is answered as an unknown one: it tells a thief nothing.
+        case .unknown, .deviceMismatch: APIError(.unauthorized, "invalid_refresh_token", "The refresh token is not valid.")
         case .expired: APIError(.unauthorized, "refresh_expired", "The refresh token has expired; sign in again.")
         case .revoked: APIError(.unauthorized, "session_revoked", "This session was revoked; sign in again.")
-        case .reused, .deviceMismatch:
+        case .reused:
             APIError(.unauthorized, "refresh_reused", "The refresh token was already used; the session was revoked for safety.")
         }
     }

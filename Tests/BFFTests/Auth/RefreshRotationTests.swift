@@ -74,14 +74,14 @@ struct RefreshRotationTests {
         #expect(reason.contains("reuse_detected"))
     }
 
-    @Test("a token presented from another device revokes its family")
+    @Test("a token presented from another device is invalid_refresh_token and revokes its family")
     func deviceMismatchRevokes() async throws {
         let pair = try await login()
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
         try await app.test(.live) { client in
             let stolen = try await client.execute(
                 uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken, device: "attacker-device"))
-            #expect(stolen.status == .unauthorized && stolen.errorCode == "refresh_reused")
+            #expect(stolen.status == .unauthorized && stolen.errorCode == "invalid_refresh_token")
             let owner = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(owner.status == .unauthorized && owner.errorCode == "session_revoked")
         }
