@@ -106,6 +106,14 @@ struct RateLimiterTests {
             #expect(Int(limited.headers[.retryAfter] ?? "") ?? 0 >= 1)
             #expect(limited.headers[.rateLimitRemaining] == "0")
             #expect(Int(limited.headers[.rateLimitReset] ?? "") ?? 0 >= 1)
+            // The router skips empty segments; the limiter must see these as the same routes.
+            for uri in ["//api/v1/auth/start?device_id=device-0001&redirect_uri=x", "/api/v1//auth/start/?device_id=device-0001"] {
+                let response = try await client.execute(uri: uri, method: .get)
+                #expect(response.status == .tooManyRequests, "\(uri)")
+            }
+            let refresh = try await client.execute(
+                uri: "/api//v1/auth/refresh", method: .post, headers: [.contentType: "application/json"], body: ByteBuffer(string: "{}"))
+            #expect(refresh.status == .tooManyRequests)
             // Routes outside /auth/ are not counted against it.
             let health = try await client.execute(uri: "/healthz", method: .get)
             #expect(health.status == .ok)
