@@ -56,11 +56,32 @@ struct AuthService: Sendable {
             return try await oidc.verifyIDToken(idToken, nonce: login.nonce)
         }
         let user = try await identity.upsertUser(
-            issuer: oidc.issuer, subject: claims.sub.value, email: claims.email, displayName: claims.name)
+            issuer: oidc.issuer, subject: claims.sub.value,
+            email: Self.profileText(claims.email, limit: 320, shorten: false),
+            displayName: Self.profileText(claims.name, limit: 200, shorten: true))
         try await identity.touchDevice(userID: user.id, deviceID: login.deviceID)
         let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
         return pair(for: refresh, user: user)
+    }
+
+    /// Profile claims are the learner's own text at the IdP and must not fail a login: trimmed, no
+    /// NUL (PostgreSQL stores none), empty → absent, and longer than the column (code points, as its
+    /// CHECK counts) → shortened at a character boundary, or absent where a prefix would be wrong.
+    static func profileText(_ value: String?, limit: Int, shorten: Bool) -> String? {
+        guard let value else { return nil }
+        let text = value.replacingOccurrences(of: "\0", with: "").trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.isEmpty { return nil }
+        if text.unicodeScalars.count <= limit { return text }
+        guard shorten else { return nil }
+        var kept = ""
+        var scalars = 0
+        for character in text {
+            scalars += character.unicodeScalars.count
+            if scalars > limit { break }
+            kept.append(character)
+        }
+        return kept.isEmpty ? nil : kept
     }
 
     /// API-003: one-time rotation, rate limited per family on top of the per-address limit.

@@ -184,6 +184,10 @@ final class OIDCClient: Sendable {
         try checkCommon(iss: claims.iss.value, aud: claims.aud.value, iat: claims.iat.value, now: now)
         guard claims.exp.value.addingTimeInterval(Self.leeway) > now else { throw IdPRejected(reason: "id token expired") }
         guard claims.nonce == nonce else { throw IdPRejected(reason: "nonce mismatch") }
+        // The account's key and the back-channel logout's key: a value that does not fit its column
+        // is none the provider could mean (Core §2 caps sub at 255 characters).
+        guard Self.fitsKeyColumn(claims.sub.value) else { throw IdPRejected(reason: "sub is empty or longer than 255 characters") }
+        if let sid = claims.sid, !Self.fitsKeyColumn(sid) { throw IdPRejected(reason: "sid is empty or longer than 255 characters") }
         return claims
     }
 
@@ -199,6 +203,10 @@ final class OIDCClient: Sendable {
         guard claims.sub != nil || claims.sid != nil else { throw IdPRejected(reason: "logout token has neither sub nor sid") }
         guard !claims.jti.value.isEmpty else { throw IdPRejected(reason: "logout token has no jti") }
         return claims
+    }
+
+    private static func fitsKeyColumn(_ value: String) -> Bool {
+        (1...255).contains(value.unicodeScalars.count) && !value.unicodeScalars.contains("\0")
     }
 
     private func checkCommon(iss: String, aud: [String], iat: Date, now: Date) throws {

@@ -138,7 +138,7 @@ struct IDTokenTests {
     }
 
     @Test("refused: wrong nonce, wrong audience, expired, signed by a key outside the JWKS, issuer mismatch; accepted when all hold",
-          arguments: ["wrong nonce", "wrong audience", "expired", "unpublished key", "issuer mismatch", "future iat", "valid"])
+          arguments: ["wrong nonce", "wrong audience", "expired", "unpublished key", "issuer mismatch", "future iat", "long sub", "long sid", "valid"])
     func refusals(_ variant: String) async throws {
         try await LocalIdP().serve { idp in
             var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-123")
@@ -150,6 +150,8 @@ struct IDTokenTests {
             case "unpublished key": published = false
             case "issuer mismatch": claims.iss = "https://evil.example"
             case "future iat": claims.iat = .init(value: Date().addingTimeInterval(300))
+            case "long sub": claims.sub = .init(value: String(repeating: "s", count: 256))
+            case "long sid": claims.sid = String(repeating: "s", count: 256)
             default: break
             }
             let token = try await idp.sign(claims, withPublishedKey: published)
@@ -193,6 +195,18 @@ struct IDTokenTests {
                 #expect(refused.status == .unauthorized && refused.errorCode == "idp_rejected")
             }
         }
+    }
+
+    @Test("profile claims that do not fit their columns are dropped or shortened, so a login never fails on them")
+    func profileClaims() {
+        #expect(AuthService.profileText(nil, limit: 200, shorten: true) == nil)
+        #expect(AuthService.profileText("  ", limit: 200, shorten: true) == nil)
+        #expect(AuthService.profileText(" Aiko\u{0}  ", limit: 200, shorten: true) == "Aiko")
+        let long = String(repeating: "あ", count: 199) + "🇯🇵"
+        #expect(AuthService.profileText(long, limit: 200, shorten: true) == String(repeating: "あ", count: 199))
+        let email = String(repeating: "a", count: 310) + "@example.com"
+        #expect(AuthService.profileText(email, limit: 320, shorten: false) == nil)
+        #expect(AuthService.profileText("a@example.com", limit: 320, shorten: false) == "a@example.com")
     }
 
     @Test("an unreachable provider is 503 idp_unavailable")
