@@ -118,7 +118,8 @@ struct ChatCreation: Sendable {
             return "Chat \(formatter.string(from: Date()))"
         }
         let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
-        guard (1...200).contains(title.count) else { throw APIError.validation("title", "must be 1-200 characters after trimming") }
+        // Code points, as PostgreSQL's length() (the CHECK) and JSON Schema's maxLength count them.
+        guard (1...200).contains(title.unicodeScalars.count) else { throw APIError.validation("title", "must be 1-200 characters after trimming") }
         // C0 controls and DEL, as the contract's pattern states.
         guard !title.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
             throw APIError.validation("title", "must not contain control characters")

@@ -81,7 +81,7 @@ extension APIService {
         let chatID = try Self.chatID(input.path.chatId)
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }
-        if let note = body.note, note.count > 1000 { throw APIError.validation("note", "must be at most 1000 characters") }
+        if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", "must be at most 1000 characters") }
         guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note) else {
             throw APIError.notFound
         }

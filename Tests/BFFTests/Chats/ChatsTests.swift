@@ -199,11 +199,17 @@ struct ChatsTests {
             #expect(stale.status == .conflict && stale.errorCode == "stale_update")
             let fresh = try await client.call(.get, "/api/v1/chats/\(id)", as: learner)
             #expect(fresh.json["title"] as? String == "Renamed")
-            for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#] {
+            // Lengths count code points, as the CHECK does: one "character" of 201 code points is too long.
+            let combining = "a" + String(repeating: "\u{301}", count: 200)
+            for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#,
+                        #"{"title":"\#(combining)"}"#, #"{"title":"\#(String(repeating: "🇯🇵", count: 101))"}"#] {
                 let response = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: bad)
                 #expect(response.status == .unprocessableContent, "\(bad.prefix(30))")
             }
             #expect(try await client.call(.get, "/api/v1/chats/\(id)", as: learner).json["title"] as? String == "Renamed")
+            let flags = String(repeating: "🇯🇵", count: 100)
+            let longest = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"\#(flags)"}"#)
+            #expect(longest.status == .ok && longest.json["title"] as? String == flags)
             #expect(try await client.call(.get, "/api/v1/chats/not-a-uuid", as: learner).status == .unprocessableContent)
         }
     }
@@ -256,7 +262,8 @@ struct ChatsTests {
                 let detail = try await client.call(.get, "/api/v1/chats/\(chat)", as: learner)
                 #expect(detail.json["message_count"] as? Int == 5 && detail.json["last_message_preview"] as? String == "m5")
 
-                for bad in [#"{"score":0}"#, #"{"score":6}"#, #"{"score":"5"}"#, #"{}"#] {
+                for bad in [#"{"score":0}"#, #"{"score":6}"#, #"{"score":"5"}"#, #"{}"#,
+                            #"{"score":3,"note":"a\#(String(repeating: "\u{301}", count: 1000))"}"#] {
                     #expect(try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: bad).status == .unprocessableContent)
                 }
                 let evaluated = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":5,"note":"got it"}"#)
