@@ -29,9 +29,14 @@ extension LearnerSettings {
     /// Checks what the schema cannot express; each failure names its field.
     init(validating body: Components.Schemas.Settings) throws {
         func time(_ value: String, _ field: String) throws -> String {
-            let parts = value.split(separator: ":")
-            guard value.count == 5, parts.count == 2, let hour = Int(parts[0]), let minute = Int(parts[1]),
-                  (0...23).contains(hour), (0...59).contains(minute)
+            // Digits only: Int("+1") parses, and PostgreSQL reads "1:+05" as 01:00 at offset +05.
+            let bytes = Array(value.utf8)
+            func digit(_ index: Int) -> Int? {
+                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) ? Int(bytes[index] - UInt8(ascii: "0")) : nil
+            }
+            guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"),
+                  let h1 = digit(0), let h2 = digit(1), let m1 = digit(3), let m2 = digit(4),
+                  h1 * 10 + h2 <= 23, m1 * 10 + m2 <= 59
             else { throw APIError.validation(field, "must be a time HH:MM") }
             return value
         }
@@ -40,7 +45,7 @@ extension LearnerSettings {
             return value
         }
         let window = body.notificationWindow
-        guard (1...64).contains(window.timezone.count), TimeZone(identifier: window.timezone) != nil else {
+        guard (1...64).contains(window.timezone.count), Self.isZoneName(window.timezone) else {
             throw APIError.validation("notification_window.timezone", "must be an IANA time zone such as Asia/Tokyo")
         }
         guard body.subjects.count <= 50 else { throw APIError.validation("subjects", "must have at most 50 entries") }
@@ -70,5 +75,20 @@ extension LearnerSettings {
             difficulty: difficulty,
             notificationWindow: .init(start: notifyStart, end: notifyEnd, timezone: timezone),
             theme: Components.Schemas.Settings.ThemePayload(rawValue: theme) ?? .system)
+    }
+
+    /// A zone of the system's zone database: a file under its directory. `TimeZone(identifier:)`
+    /// alone also takes offsets such as `GMT+05:30`, which are no zone names and which PostgreSQL's
+    /// POSIX reading turns around (its `GMT+5` is five hours behind UTC).
+    static func isZoneName(_ name: String) -> Bool {
+        // The contract's pattern, ^[A-Za-z][A-Za-z0-9_+/-]*$, which also keeps ".." out of the path.
+        func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) }
+        let bytes = name.utf8
+        guard let first = bytes.first, isLetter(first), bytes.allSatisfy({ isLetter($0) || (0x30...0x39).contains($0) || "_+/-".utf8.contains($0) }),
+              TimeZone(identifier: name) != nil
+        else { return false }
+        var isDirectory: ObjCBool = false
+        let directory = ProcessInfo.processInfo.environment["TZDIR"] ?? "/usr/share/zoneinfo"
+        return FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory) && !isDirectory.boolValue
     }
 }

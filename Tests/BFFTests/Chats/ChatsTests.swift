@@ -336,6 +336,12 @@ struct SettingsTests {
 
     @Test("each invalid field is 422 naming it, and nothing changes", arguments: [
         ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#),
+        ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#),
+        ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#),
+        ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#),
         ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#),
         ("theme", #""theme":"dark""#, #""theme":"neon""#),
         ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#),
@@ -353,6 +359,21 @@ struct SettingsTests {
             #expect((response.json["message"] as? String)?.contains(field.components(separatedBy: "[").first ?? field) == true, "\(response.text)")
             let unchanged = try await client.call(.get, "/api/v1/settings", as: learner)
             #expect(unchanged.json["theme"] as? String == "system")
+        }
+    }
+
+    @Test("any zone of the system's zone database is accepted and stored as sent", arguments: [
+        "Asia/Kolkata", "UTC", "Etc/GMT-9", "America/Argentina/Buenos_Aires",
+    ])
+    func zoneNames(zone: String) async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let body = Self.valid.replacingOccurrences(of: "Europe/Paris", with: zone)
+            let response = try await client.call(.put, "/api/v1/settings", as: learner, json: body)
+            #expect(response.status == .ok, "\(response.text)")
+            let stored = try await client.call(.get, "/api/v1/settings", as: learner)
+            #expect((stored.json["notification_window"] as? [String: Any])?["timezone"] as? String == zone)
         }
     }
 }
