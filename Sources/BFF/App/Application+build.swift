@@ -83,6 +83,7 @@ public func buildApplication(
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens))
+    router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 
     let registry = Observability.registry

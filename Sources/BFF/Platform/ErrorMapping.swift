@@ -43,7 +43,7 @@ enum ErrorMapping {
         case .badRequest, .unprocessableContent:
             return APIError(.unprocessableContent, "validation_failed", error.causeDescription)
         case .notAcceptable:
-            return APIError(.badRequest, "not_acceptable", "This operation answers application/json only.")
+            return AcceptMiddleware.notAcceptable
         default:
             return nil
         }

@@ -185,6 +185,30 @@ struct ChatsTests {
         #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil)
     }
 
+    @Test("an Accept that allows no JSON is 406 before the operation runs: nothing is created or renamed")
+    func acceptCheckedFirst() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Kept"}"#)
+            let id = try #require(created.json["id"] as? String)
+            for accept in ["text/html", "foo, application/json", "text/*", ";q=1"] {
+                let create = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Twice"}"#, headers: [.accept: accept])
+                #expect(create.status == .notAcceptable && create.errorCode == "not_acceptable", "\(accept): \(create.text)")
+                let rename = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Changed"}"#, headers: [.accept: accept])
+                #expect(rename.status == .notAcceptable, "\(accept)")
+            }
+            for accept in ["application/json", "text/html, application/json;q=0.9", "application/*", "*/*", "APPLICATION/JSON"] {
+                let me = try await client.call(.get, "/api/v1/me", as: learner, headers: [.accept: accept])
+                #expect(me.status == .ok, "\(accept): \(me.text)")
+            }
+            let list = try await client.call(.get, "/api/v1/chats", as: learner)
+            #expect((list.json["items"] as? [[String: Any]])?.compactMap { $0["title"] as? String } == ["Kept"])
+            let metrics = try await client.execute(uri: "/metrics", method: .get, headers: [.accept: "application/openmetrics-text"])
+            #expect(metrics.status == .ok)
+        }
+    }
+
     @Test("rename trims and validates; an edit stamped older than the stored one is 409 stale_update and changes nothing")
     func renameAndConflicts() async throws {
         let learner = try await Learner.make(database: database)

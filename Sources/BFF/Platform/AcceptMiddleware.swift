@@ -1,0 +1,38 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+
+/// Refuses, before any handler runs, a request whose `Accept` the JSON answer cannot satisfy. The
+/// generated code checks `Accept` only when it serializes the output, after the operation has
+/// created, renamed or rotated: the client got a 500 and a retry did the work twice.
+struct AcceptMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
+
+    static let notAcceptable = APIError(
+        .notAcceptable, "not_acceptable", "This API answers application/json only; accept application/json or */*.")
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        // Prometheus negotiates its own text formats with /metrics.
+        guard let accept = request.headers[.accept], request.uri.path != "/metrics", !Self.acceptsJSON(accept) else {
+            return try await next(request, context)
+        }
+        return Self.notAcceptable.response()
+    }
+
+    /// The runtime's reading of `Accept` (OpenAPIRuntime's `validateAcceptIfPresent`), so that what
+    /// passes here cannot fail there: media ranges in order, parameters (`q` too) ignored, and a
+    /// malformed range before the first match is a refusal.
+    static func acceptsJSON(_ accept: String) -> Bool {
+        let values = accept.split(separator: ",")
+        if values.isEmpty { return true }
+        for value in values {
+            guard let first = value.split(separator: ";").first else { return false }
+            let range = first.trimmingCharacters(in: .whitespaces).lowercased()
+            if range == "application/json" { return true }
+            let parts = range.split(separator: "/")
+            guard parts.count == 2, parts[0] != "*" || parts[1] == "*" else { return false }
+            if parts[0] == "*" || (parts[0] == "application" && parts[1] == "*") { return true }
+        }
+        return false
+    }
+}
