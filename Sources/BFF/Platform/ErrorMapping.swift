@@ -12,6 +12,11 @@ enum ErrorMapping {
         case let error as APIError:
             return error
         case let error as ServerError:
+            // The URI decoder's coding path leaves out the parameter's own name; on a method without
+            // a body the value that failed is one of the query's (path parameters are strings here).
+            if let decoding = error.underlyingError as? DecodingError, [.get, .delete, .head].contains(error.request.method) {
+                return fromDecoding(decoding, root: "query parameter")
+            }
             if let mapped = apiError(for: error.underlyingError) { return mapped }
             return fromOpenAPIRuntime(error)
         case let error as DecodingError:
@@ -32,9 +37,16 @@ enum ErrorMapping {
     /// Request → Input conversion failures raised by the generated code (internal `RuntimeError`s):
     /// they expose only a status and a description naming the parameter.
     private static func fromOpenAPIRuntime(_ error: ServerError) -> APIError? {
-        guard error.operationInput == nil, let convertible = error.underlyingError as? any HTTPResponseConvertible else {
-            return nil
+        guard error.operationInput == nil else { return nil }
+        // The URI coder's own error type, internal to the runtime: a query string or form body with
+        // a pair that has no `=` (`?limit&cursor=…`, `a&b`).
+        if String(describing: type(of: error.underlyingError)) == "ParsingError" {
+            if error.request.headerFields[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true {
+                return APIError(.badRequest, "invalid_form", "The form body is malformed: every field needs a value.")
+            }
+            return APIError(.unprocessableContent, "validation_failed", "The query string is malformed: every parameter needs a value.")
         }
+        guard let convertible = error.underlyingError as? any HTTPResponseConvertible else { return nil }
         switch convertible.httpStatus {
         case .unsupportedMediaType:
             return APIError(.unsupportedMediaType, "unsupported_media_type", "Send the body as application/json.")
@@ -49,18 +61,18 @@ enum ErrorMapping {
         }
     }
 
-    private static func fromDecoding(_ error: DecodingError) -> APIError {
+    private static func fromDecoding(_ error: DecodingError, root: String = "body") -> APIError {
         switch error {
-        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+        case .dataCorrupted(let context) where context.codingPath.isEmpty && root == "body":
             return APIError(.badRequest, "invalid_json", "The request body is not valid JSON.")
         case .dataCorrupted(let context):
-            return .validation(path(context.codingPath), "has an invalid value")
+            return .validation(path(context.codingPath, root: root), "has an invalid value")
         case .keyNotFound(let key, let context):
-            return .validation(path(context.codingPath + [key]), "is required")
+            return .validation(path(context.codingPath + [key], root: root), "is required")
         case .typeMismatch(let type, let context):
-            return .validation(path(context.codingPath), "must be of type \(describe(type))")
+            return .validation(path(context.codingPath, root: root), "must be of type \(describe(type))")
         case .valueNotFound(let type, let context):
-            return .validation(path(context.codingPath), "must be a non-null \(describe(type))")
+            return .validation(path(context.codingPath, root: root), "must be a non-null \(describe(type))")
         @unknown default:
             return .validation("body", "could not be decoded")
         }
@@ -82,12 +94,12 @@ enum ErrorMapping {
         }
     }
 
-    private static func path(_ codingPath: [any CodingKey]) -> String {
+    private static func path(_ codingPath: [any CodingKey], root: String) -> String {
         let parts = codingPath.map { key in key.intValue.map { "[\($0)]" } ?? key.stringValue }
         let joined = parts.reduce(into: "") { result, part in
             result += part.hasPrefix("[") || result.isEmpty ? part : ".\(part)"
         }
-        return joined.isEmpty ? "body" : joined
+        return joined.isEmpty ? root : joined
     }
 
     private static func describe(_ type: Any.Type) -> String {

@@ -242,6 +242,11 @@ struct IDTokenTests {
                         uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(bad)"))
                     #expect(refused.status == .badRequest && refused.errorCode == "invalid_logout_token")
                 }
+                for malformed in ["logout_token", "a&b"] {
+                    let refused = try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: malformed))
+                    #expect(refused.status == .badRequest && refused.errorCode == "invalid_form", "\(malformed): \(refused.text)")
+                }
                 let stillValid = try await client.execute(
                     uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
                     body: ByteBuffer(string: #"{"refresh_token":"\#(refresh)","device_id":"android-5678"}"#))

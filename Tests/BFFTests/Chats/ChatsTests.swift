@@ -90,6 +90,18 @@ struct ChatsTests {
                 #expect(response.status == .unprocessableContent, "messages limit=\(bad)")
             }
             #expect(try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=1000", as: learner).status == .ok)
+            let mistyped = try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=x", as: learner)
+            #expect(mistyped.json["message"] as? String == "query parameter: must be of type integer", "\(mistyped.text)")
+            // Parameters without a value: the generated decoder's parser refuses the whole query.
+            for query in ["limit", "limit=5&x", "a=1&&b=2"] {
+                for path in ["/api/v1/chats/\(chat)/messages", "/api/v1/chats"] {
+                    let response = try await client.call(.get, "\(path)?\(query)", as: learner)
+                    #expect(response.status.code < 500, "\(path)?\(query): \(response.text)")
+                    if path.hasSuffix("messages") {
+                        #expect(response.status == .unprocessableContent && response.errorCode == "validation_failed", "\(query)")
+                    }
+                }
+            }
             let messageCursor = KeysetCursor(list: .messages, micros: 1, id: UUID()).encoded()
             let foreign = try await client.call(.get, "/api/v1/chats?cursor=\(messageCursor)", as: learner)
             #expect(foreign.status == .unprocessableContent && foreign.errorCode == "invalid_cursor")
