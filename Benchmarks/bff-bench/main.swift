@@ -161,25 +161,11 @@ func benchPairs(_ options: Options) async throws {
     let clock = ContinuousClock()
     let start = clock.now
 
-    // Each issueToken call opens its own one-connection pool, so a few run at once.
-    var lines = [String](repeating: "", count: count)
-    try await withThrowingTaskGroup(of: (Int, String).self) { group in
-        var next = 0
-        func add() {
-            let index = next
-            next += 1
-            group.addTask {
-                let device = "bench-device-\(index)"
-                let pair = try await Commands.issueToken(
-                    environment: environment, userID: users[index % users.count], deviceID: device, scopes: AccessTokens.allScopes)
-                return (index, "\(users[index % users.count].uuidString.lowercased()) \(device) \(pair.refreshToken)")
-            }
-        }
-        while next < min(concurrency, count) { add() }
-        while let (index, line) = try await group.next() {
-            lines[index] = line
-            if next < count { add() }
-        }
+    let targets = (0..<count).map { index in (userID: users[index % users.count], deviceID: "bench-device-\(index)") }
+    let pairs = try await Commands.issueTokens(
+        environment: environment, for: targets, scopes: AccessTokens.allScopes, concurrency: concurrency)
+    let lines = zip(targets, pairs).map { target, pair in
+        "\(target.userID.uuidString.lowercased()) \(target.deviceID) \(pair.refreshToken)"
     }
     try writeLines(lines, to: out)
     let seconds = nanoseconds(clock.now - start) / 1e9

@@ -12,28 +12,57 @@ extension Commands {
     /// Signs a pair for `userID` on `deviceID`; a user unknown to this database is created as an
     /// operator-made account (issuer `urn:bff:operator`) so tests can start from an empty database.
     public static func issueToken(environment: [String: String], userID: UUID, deviceID: String, scopes: [String]) async throws -> IssuedPair {
-        guard AuthService.validDeviceID(deviceID) else {
-            throw ConfigurationError("--device", "must be 8-128 characters of A-Z a-z 0-9 . _ : -")
+        try await issueTokens(environment: environment, for: [(userID, deviceID)], scopes: scopes)[0]
+    }
+
+    /// `issueToken` for many (user, device) pairs on one pool, `concurrency` at a time; the results
+    /// are in the order asked.
+    public static func issueTokens(
+        environment: [String: String], for targets: [(userID: UUID, deviceID: String)], scopes: [String], concurrency: Int = 1
+    ) async throws -> [IssuedPair] {
+        if let invalid = targets.first(where: { !AuthService.validDeviceID($0.deviceID) }) {
+            throw ConfigurationError("--device", "\(invalid.deviceID) must be 8-128 characters of A-Z a-z 0-9 . _ : -")
         }
         let unknown = scopes.filter { !AccessTokens.allScopes.contains($0) }
         guard unknown.isEmpty else { throw ConfigurationError("--scope", "names unknown scopes \(unknown)") }
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let auth = dependencies.authService
-        let pair = try await withDatabase(dependencies.database) { client in
-            _ = try await client.query("""
-                INSERT INTO users (id, issuer, subject) VALUES (\(userID), 'urn:bff:operator', \(userID.uuidString.lowercased()))
-                ON CONFLICT (id) DO NOTHING
-                """)
-            guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
-            try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
-            let refresh = try await auth.refreshTokens.startFamily(userID: userID, deviceID: deviceID, idpSessionID: nil)
-            return auth.pair(for: refresh, user: user, scopes: scopes)
+        let pairs = try await withDatabase(dependencies.database) { client in
+            try await withThrowingTaskGroup(of: (Int, TokenPair).self) { group in
+                @Sendable func issue(_ index: Int) async throws -> (Int, TokenPair) {
+                    let (userID, deviceID) = targets[index]
+                    _ = try await client.query("""
+                        INSERT INTO users (id, issuer, subject) VALUES (\(userID), 'urn:bff:operator', \(userID.uuidString.lowercased()))
+                        ON CONFLICT (id) DO NOTHING
+                        """)
+                    guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
+                    try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
+                    let refresh = try await auth.refreshTokens.startFamily(userID: userID, deviceID: deviceID, idpSessionID: nil)
+                    return (index, auth.pair(for: refresh, user: user, scopes: scopes))
+                }
+                var results = [TokenPair?](repeating: nil, count: targets.count)
+                var next = 0
+                while next < min(max(concurrency, 1), targets.count) {
+                    group.addTask { [next] in try await issue(next) }
+                    next += 1
+                }
+                while let (index, pair) = try await group.next() {
+                    results[index] = pair
+                    if next < targets.count {
+                        group.addTask { [next] in try await issue(next) }
+                        next += 1
+                    }
+                }
+                return results.compactMap { $0 }
+            }
         }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        let json = String(decoding: try encoder.encode(pair.schema), as: UTF8.self)
-        return IssuedPair(accessToken: pair.accessToken, refreshToken: pair.refreshToken, json: json)
+        return try pairs.map { pair in
+            let json = String(decoding: try encoder.encode(pair.schema), as: UTF8.self)
+            return IssuedPair(accessToken: pair.accessToken, refreshToken: pair.refreshToken, json: json)
+        }
     }
 
     /// Revokes every session of a user or of a device; returns how many families were revoked.
