@@ -107,11 +107,20 @@ struct IdentityRepository: Sendable {
         }
     }
 
+    /// The user's devices: those whose row is theirs, and those they still have a live session on
+    /// although another user signed in there since (the row moves; see `touchDevice`).
     func devices(userID: UUID) async throws -> [DeviceRecord] {
         try await database.run { client in
             let rows = try await client.query("""
-                SELECT device_id, model, os_version, last_seen_at FROM devices
-                WHERE user_id = \(userID) ORDER BY last_seen_at DESC, device_id
+                SELECT device_id, model, os_version, last_seen_at FROM devices WHERE user_id = \(userID)
+                UNION ALL
+                SELECT f.device_id, NULL, NULL, max(t.issued_at)
+                FROM refresh_families f
+                JOIN refresh_tokens t ON t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now()
+                WHERE f.user_id = \(userID) AND f.revoked_at IS NULL
+                  AND NOT EXISTS (SELECT 1 FROM devices d WHERE d.device_id = f.device_id AND d.user_id = \(userID))
+                GROUP BY f.device_id
+                ORDER BY last_seen_at DESC, device_id
                 """)
             var devices: [DeviceRecord] = []
             for try await (id, model, os, seen) in rows.decode((String, String?, String?, Date).self) {
@@ -121,23 +130,28 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    /// A lost-device report: the user's device row, its push tokens and every session on it go;
-    /// false when the user has no such device (another user's device is left untouched).
+    /// A lost-device report: every live session of the user on the device, their push tokens on it,
+    /// and the device's row while it is still theirs. On a shared device the row belongs to whoever
+    /// signed in last, but an earlier user's sessions there remain theirs to revoke. False when the
+    /// user has neither (another user's device is left untouched).
     func removeDevice(userID: UUID, deviceID: String) async throws -> Bool {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
+                // Families before the device row: the order in which a refresh takes its locks.
+                let revoked = try await connection.query("""
+                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'lost_device'
+                    WHERE user_id = \(userID) AND device_id = \(deviceID) AND revoked_at IS NULL
+                    RETURNING id
+                    """, logger: database.logger)
+                var found = false
+                for try await _ in revoked { found = true }
                 let deleted = try await connection.query(
                     "DELETE FROM devices WHERE device_id = \(deviceID) AND user_id = \(userID) RETURNING device_id",
                     logger: database.logger)
-                var found = false
                 for try await _ in deleted { found = true }
                 guard found else { return false }
                 _ = try await connection.query(
                     "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
-                _ = try await connection.query("""
-                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'lost_device'
-                    WHERE user_id = \(userID) AND device_id = \(deviceID) AND revoked_at IS NULL
-                    """, logger: database.logger)
                 return true
             }
         }

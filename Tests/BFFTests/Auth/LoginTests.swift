@@ -311,4 +311,35 @@ struct DeviceTests {
         }
         #expect(tokens == ["tok-b"])
     }
+
+    @Test("a shared device moves to whoever signed in last; the earlier user still lists it and can report it lost")
+    func sharedDevice() async throws {
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let aiko = UUID(), ben = UUID()
+        let aikoOnPad = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "school-ipad-7", scopes: AccessTokens.allScopes)
+        let aikoPhone = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "aiko-phone-1", scopes: AccessTokens.allScopes)
+        let benOnPad = try await Commands.issueToken(environment: environment, userID: ben, deviceID: "school-ipad-7", scopes: AccessTokens.allScopes)
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.test(.live) { client in
+            let phone: HTTPFields = [.authorization: "Bearer \(aikoPhone.accessToken)"]
+            let pad: HTTPFields = [.authorization: "Bearer \(benOnPad.accessToken)"]
+            func deviceIDs(_ headers: HTTPFields) async throws -> Set<String> {
+                let list = try await client.execute(uri: "/api/v1/devices", method: .get, headers: headers)
+                return Set((list.json["items"] as? [[String: Any]] ?? []).compactMap { $0["device_id"] as? String })
+            }
+            #expect(try await deviceIDs(phone) == ["aiko-phone-1", "school-ipad-7"])
+            #expect(try await deviceIDs(pad) == ["school-ipad-7"])
+            let lost = try await client.execute(uri: "/api/v1/devices/school-ipad-7", method: .delete, headers: phone)
+            #expect(lost.status == .noContent)
+            #expect(try await client.execute(uri: "/api/v1/devices/school-ipad-7", method: .delete, headers: phone).status == .notFound)
+            #expect(try await deviceIDs(phone) == ["aiko-phone-1"])
+            #expect(try await deviceIDs(pad) == ["school-ipad-7"])
+            for (pair, expected) in [(aikoOnPad, "session_revoked"), (benOnPad, nil)] {
+                let response = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"school-ipad-7"}"#))
+                #expect(response.errorCode == expected, "\(response.text)")
+            }
+        }
+    }
 }
