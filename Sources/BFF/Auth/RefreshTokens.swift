@@ -35,24 +35,30 @@ struct IssuedRefreshToken: Sendable, Equatable {
 /// only hashes are stored.
 struct RefreshTokenStore: Sendable {
     let database: Database
-    let derivationKey: SymmetricKey
+    /// One per key of the ring, in its order: the first derives the children this process stores.
+    let derivationKeys: [SymmetricKey]
     let lifetime: TimeInterval
     let reuseInterval: TimeInterval
     let logger: Logger
 
     init(database: Database, keyRing: JWTKeyRing, lifetime: Int, reuseInterval: Int, logger: Logger) {
         self.database = database
-        // Its own key, derived from the signing key, so the JWT secret itself never signs anything else.
-        derivationKey = HKDF<SHA256>.deriveKey(
-            inputKeyMaterial: SymmetricKey(data: keyRing.signingKey.secret),
-            info: Data("bff refresh-token derivation v1".utf8), outputByteCount: 32)
+        // Keys of their own, derived from the ring's, so a JWT secret itself never signs anything else.
+        // The whole ring, so that a retry reaching a replica whose ring differs during a key
+        // rotation still finds the child the first replica stored (migration 0008).
+        derivationKeys = keyRing.keys.map { key in
+            HKDF<SHA256>.deriveKey(
+                inputKeyMaterial: SymmetricKey(data: key.secret),
+                info: Data("bff refresh-token derivation v1".utf8), outputByteCount: 32)
+        }
         self.lifetime = TimeInterval(lifetime)
         self.reuseInterval = TimeInterval(reuseInterval)
         self.logger = logger
     }
 
-    func child(of parent: String) -> String {
-        Base64URL.encode(HMAC<SHA256>.authenticationCode(for: Data(parent.utf8), using: derivationKey))
+    /// The parent's child under each key of the ring; a rotation stores the first.
+    func children(of parent: String) -> [String] {
+        derivationKeys.map { key in Base64URL.encode(HMAC<SHA256>.authenticationCode(for: Data(parent.utf8), using: key)) }
     }
 
     /// Opens a new family (a login on one device) with its first token.
@@ -78,16 +84,18 @@ struct RefreshTokenStore: Sendable {
         return IssuedRefreshToken(token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt)
     }
 
-    /// One-time rotation in one statement (`bff_refresh_rotate`, migration 0006) holding the family's
-    /// row lock, so concurrent presentations of one token are serialised: the first rotates, retries
-    /// within the interval get the same child, anything else revokes the family. The family's own
+    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006 and 0008)
+    /// holding the family's row lock, so concurrent presentations of one token are serialised: the
+    /// first rotates, retries within the interval get the same child (derived under any key of the
+    /// ring), anything else revokes the family. The family's own
     /// rate limit is counted first, and on success the user's row comes back and the device is touched.
     /// `addressLimit`, when given, is counted in the same statement and its decision recorded.
     func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration,
                 addressLimit: DeferredRateLimit?) async throws -> RotatedRefreshToken {
-        let childToken = child(of: token)
+        let children = children(of: token)
+        let childHashes = children.map { Digest.sha256($0) }
         let statement = RotateRefreshToken(
-            parentHash: Digest.sha256(token), childHash: Digest.sha256(childToken), deviceID: deviceID,
+            parentHash: Digest.sha256(token), childHashes: childHashes, deviceID: deviceID,
             lifetimeSeconds: Int(lifetime), reuseSeconds: Int(reuseInterval), familyRate: familyRate,
             familyPeriod: familyPeriod.seconds, addressKey: addressLimit?.key, addressRate: addressLimit?.rate ?? 0,
             addressPeriod: addressLimit?.period.seconds ?? 0)
@@ -95,7 +103,7 @@ struct RefreshTokenStore: Sendable {
         do {
             row = try await database.run { client in
                 for try await row in try await client.execute(statement) { return row }
-                throw DatabaseUnavailable(reason: "bff_refresh_rotate returned no row")
+                throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned no row")
             }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "BF429" {
             // Beyond the per-address limit: the statement rolled back; DETAIL is the limiter's `ahead`.
@@ -107,9 +115,12 @@ struct RefreshTokenStore: Sendable {
         }
         switch row.outcome {
         case "rotated":
-            guard let familyID = row.familyID, let userID = row.userID, let issuedAt = row.issuedAt, let expiresAt = row.expiresAt else {
-                throw DatabaseUnavailable(reason: "bff_refresh_rotate returned an incomplete rotation")
+            guard let familyID = row.familyID, let userID = row.userID, let issuedAt = row.issuedAt, let expiresAt = row.expiresAt,
+                  let index = childHashes.firstIndex(where: { $0 == row.childHash })
+            else {
+                throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned an incomplete rotation")
             }
+            let childToken = children[index]
             return RotatedRefreshToken(
                 token: IssuedRefreshToken(
                     token: childToken, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt),
@@ -126,7 +137,7 @@ struct RefreshTokenStore: Sendable {
             ])
             throw row.outcome == "reused" ? RefreshRefusal.reused : RefreshRefusal.deviceMismatch
         default:
-            throw DatabaseUnavailable(reason: "bff_refresh_rotate returned outcome \(row.outcome)")
+            throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned outcome \(row.outcome)")
         }
     }
 }
@@ -142,16 +153,18 @@ struct RefreshRateLimited: Error {
     let retryAfter: Double
 }
 
-/// `bff_refresh_rotate` as a prepared statement: parsed and planned once per connection.
+/// `bff_refresh_rotate_ring` as a prepared statement: parsed and planned once per connection.
 struct RotateRefreshToken: PostgresPreparedStatement {
     static let name = "bff_rotate_refresh_token"
     static let sql = """
-        SELECT outcome, family_id, user_id, issued_at, expires_at, retry_after, email, display_name, address_allowed, address_ahead
-        FROM bff_refresh_rotate($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        SELECT outcome, child_hash, family_id, user_id, issued_at, expires_at, retry_after, email, display_name,
+               address_allowed, address_ahead
+        FROM bff_refresh_rotate_ring($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
         """
 
     struct Row: Sendable {
         let outcome: String
+        let childHash: Data?
         let familyID: UUID?
         let userID: UUID?
         let issuedAt: Date?
@@ -164,7 +177,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     }
 
     let parentHash: Data
-    let childHash: Data
+    let childHashes: [Data]
     let deviceID: String
     let lifetimeSeconds: Int
     let reuseSeconds: Int
@@ -177,7 +190,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     func makeBindings() throws -> PostgresBindings {
         var bindings = PostgresBindings(capacity: 10)
         try bindings.append(parentHash)
-        try bindings.append(childHash)
+        bindings.append(childHashes.map { ByteBuffer(bytes: $0) })
         bindings.append(deviceID)
         bindings.append(Int32(lifetimeSeconds))
         bindings.append(Int32(reuseSeconds))
@@ -190,9 +203,9 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        let (outcome, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead) =
-            try row.decode((String, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?).self)
-        return Row(outcome: outcome, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
+        let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead) =
+            try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?).self)
+        return Row(outcome: outcome, childHash: childHash, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
                    retryAfter: retryAfter, email: email, displayName: displayName, addressAllowed: addressAllowed,
                    addressAhead: addressAhead)
     }

@@ -77,7 +77,7 @@ struct RateLimitMiddleware: RouterMiddleware {
 }
 
 /// A per-address limit that the handler counts inside its own database statement, saving the
-/// request a round trip (refresh: `bff_refresh_rotate`). The handler records the decision; the
+/// request a round trip (refresh: `bff_refresh_rotate_ring`). The handler records the decision; the
 /// middleware puts it on the response.
 public final class DeferredRateLimit: Sendable {
     let key: String

@@ -51,6 +51,30 @@ struct RefreshRotationTests {
         }
     }
 
+    @Test("during a key rotation a retry that reaches the other ring gets the same pair, in both directions")
+    func retryAcrossKeyRings() async throws {
+        let k1 = "k1:" + Base64URL.encode([UInt8](repeating: 9, count: 32))
+        let k2 = "k2:" + Base64URL.encode([UInt8](repeating: 7, count: 32))
+        // Step two of a rotation: one replica already signs with the new key, the other not yet.
+        let before = "\(k1),\(k2)", after = "\(k2),\(k1)"
+        func refresh(on ring: String, _ token: String) async throws -> TestResponse {
+            let replica = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_JWT_KEYS": ring])
+            return try await replica.test(.live) { client in
+                try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(token))
+            }
+        }
+        for (first, second) in [(before, after), (after, before)] {
+            let pair = try await login()
+            let rotated = try await refresh(on: first, pair.refreshToken)
+            #expect(rotated.status == .ok, "\(rotated.text)")
+            let retried = try await refresh(on: second, pair.refreshToken)
+            #expect(retried.status == .ok, "\(retried.text)")
+            let child = try #require(rotated.json["refresh_token"] as? String)
+            #expect(retried.json["refresh_token"] as? String == child)
+            #expect(try await refresh(on: second, child).status == .ok)
+        }
+    }
+
     @Test("reuse after the interval revokes the whole family: 401 refresh_reused, and the child dies too")
     func reuseAfterIntervalRevokes() async throws {
         let pair = try await login()
