@@ -126,7 +126,15 @@ struct AuthService: Sendable {
             logger.notice("back-channel logout token refused", metadata: ["reason": .string(error.reason)])
             throw APIError(.badRequest, "invalid_logout_token", "The logout token is not valid.")
         } catch let error as IdPUnavailable {
-            throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider's keys could not be loaded: \(error.reason)")
+            logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
+            throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider's keys could not be loaded; retry shortly.")
+        }
+        // A replay changes nothing, and is answered like the first delivery, which a provider may
+        // retry when it missed our answer.
+        let jti = claims.jti.value
+        guard try await !identity.logoutTokenSeen(issuer: oidc.issuer, jti: jti) else {
+            logger.info("back-channel logout token already acted on")
+            return
         }
         var revoked = 0
         if let subject = claims.sub?.value {
@@ -136,6 +144,9 @@ struct AuthService: Sendable {
         } else if let sid = claims.sid {
             revoked = try await identity.revokeIdpSession(issuer: oidc.issuer, idpSessionID: sid)
         }
+        // Recorded after the revocation, so that a failure in between leaves the provider's retry effective.
+        try await identity.recordLogoutToken(
+            issuer: oidc.issuer, jti: jti, keepUntil: claims.iat.value.addingTimeInterval(OIDCClient.logoutTokenMaxAge + OIDCClient.leeway))
         logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked)])
     }
 

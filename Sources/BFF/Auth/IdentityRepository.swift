@@ -58,6 +58,24 @@ struct IdentityRepository: Sendable {
     func purgeExpiredLogins() async throws {
         try await database.run { client in
             _ = try await client.query("DELETE FROM oidc_logins WHERE expires_at < now()")
+            _ = try await client.query("DELETE FROM oidc_logout_tokens WHERE expires_at < now()")
+        }
+    }
+
+    func logoutTokenSeen(issuer: String, jti: String) async throws -> Bool {
+        try await database.run { client in
+            let rows = try await client.query("SELECT 1 FROM oidc_logout_tokens WHERE issuer = \(issuer) AND jti = \(jti)")
+            for try await _ in rows { return true }
+            return false
+        }
+    }
+
+    func recordLogoutToken(issuer: String, jti: String, keepUntil: Date) async throws {
+        try await database.run { client in
+            _ = try await client.query("""
+                INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
+                ON CONFLICT (issuer, jti) DO NOTHING
+                """)
         }
     }
 

@@ -87,6 +87,8 @@ final class OIDCClient: Sendable {
     static let jwksRefetchInterval: Duration = .seconds(60)
     static let metadataLifetime: Duration = .seconds(3600)
     static let leeway: TimeInterval = 60
+    /// How old a back-channel logout token may be; its jti is remembered that long (migration 0009).
+    static let logoutTokenMaxAge: TimeInterval = 600
 
     init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared) {
         var text = issuer.absoluteString
@@ -202,6 +204,11 @@ final class OIDCClient: Sendable {
         guard claims.nonce == nil else { throw IdPRejected(reason: "logout token carries a nonce") }
         guard claims.sub != nil || claims.sid != nil else { throw IdPRejected(reason: "logout token has neither sub nor sid") }
         guard !claims.jti.value.isEmpty else { throw IdPRejected(reason: "logout token has no jti") }
+        guard Self.fitsKeyColumn(claims.jti.value) else { throw IdPRejected(reason: "logout token's jti is longer than 255 characters") }
+        // A provider sends the token as the session ends; an old one can only be a replay.
+        guard claims.iat.value > now.addingTimeInterval(-Self.logoutTokenMaxAge) else {
+            throw IdPRejected(reason: "logout token issued more than \(Int(Self.logoutTokenMaxAge)) s ago")
+        }
         return claims
     }
 

@@ -262,6 +262,31 @@ struct IDTokenTests {
                     uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
                     body: ByteBuffer(string: #"{"refresh_token":"\#(child)","device_id":"android-5678"}"#))
                 #expect(revoked.errorCode == "session_revoked")
+
+                // A sub-only token ends every session of the user once; replayed, it ends none of
+                // those begun since. A token older than the maximum age is refused.
+                let everySession = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl"))
+                let logout = { (token: String) in
+                    try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(token)"))
+                }
+                #expect(try await logout(everySession).status == .ok)
+                let userID = try await database.withClient { client in
+                    for try await id in try await client.query("SELECT id FROM users WHERE subject = 'student-bcl'").decode(UUID.self) { return id }
+                    return UUID()
+                }
+                let later = try await Commands.issueToken(
+                    environment: TestEnvironment.serverEnvironment(database: database, ["BFF_OIDC_ISSUER": idp.issuer, "BFF_LOG_LEVEL": "critical"]),
+                    userID: userID, deviceID: "android-5678", scopes: AccessTokens.allScopes)
+                #expect(try await logout(everySession).status == .ok)
+                let survived = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(later.refreshToken)","device_id":"android-5678"}"#))
+                #expect(survived.status == .ok, "\(survived.text)")
+                var stale = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl")
+                stale.iat = .init(value: Date().addingTimeInterval(-700))
+                let old = try await logout(try await idp.sign(stale))
+                #expect(old.status == .badRequest && old.errorCode == "invalid_logout_token")
             }
         }
     }
