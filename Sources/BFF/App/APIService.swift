@@ -32,7 +32,20 @@ struct APIService: APIProtocol {
         }
     }
 
-    func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output { throw APIError.notImplemented }
-    func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output { throw APIError.notImplemented }
-    func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output { throw APIError.notImplemented }
+    // Operations of later issues: the contract's credentials are still required, so a client sees
+    // the 401 or 403 it will meet once the operation lands, and only an authorised call the 501.
+    func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output {
+        _ = try Authorization.require("chat:rw")
+        throw APIError.notImplemented
+    }
+
+    func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
+        _ = try Authorization.require("push:register")
+        throw APIError.notImplemented
+    }
+
+    func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {
+        _ = try Authorization.require("iap:verify")
+        throw APIError.notImplemented
+    }
 }

@@ -74,14 +74,18 @@ struct HTTPContractTests {
         }
     }
 
-    @Test("an operation of a later issue answers 501 not_implemented")
+    @Test("an operation of a later issue answers 501 not_implemented, once the caller is authorised for it")
     func notImplemented() async throws {
+        let learner = try await Learner.make(database: database)
+        let profileOnly = try await Learner.make(database: database, scopes: ["profile:read"])
         let app = try await makeTestApp(database: database)
         try await app.test(.live) { client in
-            let purchase = ByteBuffer(string: #"{"platform":"ios","product_id":"premium.monthly","receipt":"abc"}"#)
+            let purchase = #"{"platform":"ios","product_id":"premium.monthly","receipt":"abc"}"#
             expectError(
-                try await client.execute(uri: "/api/v1/iap/verify", method: .post, headers: Self.json, body: purchase),
-                .notImplemented, "not_implemented")
+                try await client.execute(uri: "/api/v1/iap/verify", method: .post, headers: Self.json, body: ByteBuffer(string: purchase)),
+                .unauthorized, "invalid_token")
+            expectError(try await client.call(.post, "/api/v1/iap/verify", as: profileOnly, json: purchase), .forbidden, "insufficient_scope")
+            expectError(try await client.call(.post, "/api/v1/iap/verify", as: learner, json: purchase), .notImplemented, "not_implemented")
         }
     }
 
