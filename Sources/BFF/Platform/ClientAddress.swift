@@ -7,20 +7,33 @@ extension HTTPField.Name {
 
 /// The address a per-client limit is keyed on: the peer, or — only when the peer is a trusted proxy —
 /// the right-most `X-Forwarded-For` hop that is not itself a trusted proxy (the left part is client-controlled).
+/// An IPv6 client is keyed on its /64, which one subscriber holds whole and could otherwise spend
+/// one fresh bucket per address of; an IPv4-mapped IPv6 address is its IPv4 address.
 struct ClientAddress {
     let trustedProxies: [IPNetwork]
 
     func resolve(_ request: Request, context: AppRequestContext) -> String {
-        let peer = context.remoteAddress?.ipAddress ?? "unknown"
-        guard isTrusted(peer), let forwarded = request.headers[.xForwardedFor] else { return peer }
-        let hops = forwarded.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        for hop in hops.reversed() where !isTrusted(hop) {
-            return IPNetwork.bytes(of: hop) == nil ? peer : hop
-        }
-        return peer
+        key(peer: context.remoteAddress?.ipAddress, forwardedFor: request.headers[.xForwardedFor])
     }
 
-    private func isTrusted(_ address: String) -> Bool {
+    func key(peer: String?, forwardedFor: String?) -> String {
+        guard let peer = peer.flatMap(IPNetwork.bytes(of:)) else { return "unknown" }
+        guard isTrusted(peer), let forwardedFor else { return Self.key(peer) }
+        for hop in forwardedFor.split(separator: ",").reversed() {
+            // A hop that is no address at all ends the trusted chain: the peer answers for it.
+            guard let address = IPNetwork.bytes(of: hop.trimmingCharacters(in: .whitespaces)) else { return Self.key(peer) }
+            if !isTrusted(address) { return Self.key(address) }
+        }
+        return Self.key(peer)
+    }
+
+    private func isTrusted(_ address: [UInt8]) -> Bool {
         trustedProxies.contains { $0.contains(address) }
+    }
+
+    private static func key(_ address: [UInt8]) -> String {
+        if address.count == 4 { return address.map(String.init).joined(separator: ".") }
+        let groups = stride(from: 0, to: 8, by: 2).map { String(UInt16(address[$0]) << 8 | UInt16(address[$0 + 1]), radix: 16) }
+        return groups.joined(separator: ":") + "::/64"
     }
 }

@@ -1,6 +1,7 @@
 import NIOCore
 
-/// An address range from `BFF_TRUSTED_PROXIES` (`10.0.0.0/8`, `::1`, `192.168.1.7`).
+/// An address range from `BFF_TRUSTED_PROXIES` (`10.0.0.0/8`, `::1`, `192.168.1.7`); IPv4-mapped IPv6
+/// addresses are read as the IPv4 address they carry.
 public struct IPNetwork: Sendable, Equatable {
     let prefix: [UInt8]
     let prefixLength: Int
@@ -15,7 +16,11 @@ public struct IPNetwork: Sendable, Equatable {
     }
 
     public func contains(_ address: String) -> Bool {
-        guard let bytes = IPNetwork.bytes(of: address), bytes.count == prefix.count else { return false }
+        IPNetwork.bytes(of: address).map(contains) ?? false
+    }
+
+    func contains(_ bytes: [UInt8]) -> Bool {
+        guard bytes.count == prefix.count else { return false }
         var remaining = prefixLength
         for index in 0..<bytes.count where remaining > 0 {
             let bits = min(8, remaining)
@@ -32,7 +37,9 @@ public struct IPNetwork: Sendable, Equatable {
         case .v4(let v4):
             return withUnsafeBytes(of: v4.address.sin_addr) { Array($0) }
         case .v6(let v6):
-            return withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            let bytes = withUnsafeBytes(of: v6.address.sin6_addr) { Array($0) }
+            // ::ffff:a.b.c.d is how a dual-stack socket shows an IPv4 peer: compare it as IPv4.
+            return bytes.prefix(12).elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) ? Array(bytes.suffix(4)) : bytes
         case .unixDomainSocket:
             return nil
         }

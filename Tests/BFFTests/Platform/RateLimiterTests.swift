@@ -129,5 +129,22 @@ struct RateLimiterTests {
         #expect(IPNetwork("::1")?.contains("::1") == true)
         #expect(IPNetwork("300.1.1.1") == nil)
         #expect(IPNetwork("10.0.0.0/33") == nil)
+        #expect(network.contains("::ffff:10.1.2.3"))
+    }
+
+    @Test("the limit's key: the peer, or the right-most untrusted forwarded hop; IPv6 by its /64, IPv4-mapped as IPv4")
+    func clientKeys() throws {
+        let addresses = ClientAddress(trustedProxies: [try #require(IPNetwork("10.0.0.0/8"))])
+        #expect(addresses.key(peer: "203.0.113.9", forwardedFor: "198.51.100.1") == "203.0.113.9")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "198.51.100.1, 203.0.113.7, 10.0.0.3") == "203.0.113.7")
+        #expect(addresses.key(peer: "::ffff:10.0.0.2", forwardedFor: "203.0.113.7") == "203.0.113.7")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "not-an-address") == "10.0.0.2")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: nil) == "10.0.0.2")
+        #expect(addresses.key(peer: "::ffff:198.51.100.4", forwardedFor: nil) == "198.51.100.4")
+        let one = addresses.key(peer: "2001:db8:1:2::1", forwardedFor: nil)
+        #expect(one == "2001:db8:1:2::/64")
+        #expect(addresses.key(peer: "2001:db8:1:2:ffff:ee:dd:cc", forwardedFor: nil) == one)
+        #expect(addresses.key(peer: "2001:db8:1:3::1", forwardedFor: nil) != one)
+        #expect(addresses.key(peer: nil, forwardedFor: "203.0.113.7") == "unknown")
     }
 }
