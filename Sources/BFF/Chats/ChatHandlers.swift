@@ -24,7 +24,7 @@ extension APIService {
         let outcome = try await chatCreation.create(
             userID: principal.userID,
             request: .init(title: body.title, subjectID: body.subjectId, topicID: body.topicId),
-            idempotencyKey: input.headers.idempotencyKey)
+            idempotencyKey: AppRequestContext.current?.idempotencyKey)
         let chat: ChatRecord
         switch outcome {
         case .created(let created): chat = created

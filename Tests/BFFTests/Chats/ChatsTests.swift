@@ -187,6 +187,16 @@ struct ChatsTests {
             }
             #expect(statuses.allSatisfy { $0.0 == .created })
             #expect(Set(statuses.compactMap(\.1)).count == 1)
+
+            // Keys are compared as sent: no percent-decoding.
+            var ids: [String] = []
+            for raw in ["100%", "a%41", "aA", "100%"] {
+                let response = try await client.call(
+                    .post, "/api/v1/chats", as: learner, json: #"{"title":"Raw"}"#, headers: [HTTPField.Name("Idempotency-Key")!: raw])
+                #expect(response.status == .created, "\(raw): \(response.text)")
+                ids.append(response.json["id"] as? String ?? "")
+            }
+            #expect(Set(ids).count == 3 && ids[0] == ids[3])
         }
         let counts = try await database.withClient { [learner] client in
             let rows = try await client.query("SELECT title, count(*)::int FROM chats WHERE user_id = \(learner.id) GROUP BY title")
@@ -194,7 +204,7 @@ struct ChatsTests {
             for try await (title, count) in rows.decode((String, Int).self) { counts[title] = count }
             return counts
         }
-        #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil)
+        #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil && counts["Raw"] == 3)
     }
 
     @Test("an Accept that allows no JSON is 406 before the operation runs: nothing is created or renamed")
