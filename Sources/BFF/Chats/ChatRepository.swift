@@ -166,7 +166,9 @@ struct ChatRepository: Sendable {
 
     /// Delta pull: everything changed after `since`, tombstones included, oldest change first.
     func changes(userID: UUID, since: Date, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
-        let sinceMicros = Int64((since.timeIntervalSince1970 * 1_000_000).rounded(.down))
+        // Nearest, not down: a Date parsed from ".462Z" may lie a fraction of a microsecond below it,
+        // and the change stamped .462 would then come back to the client that sent it.
+        let sinceMicros = Int64((since.timeIntervalSince1970 * 1_000_000).rounded())
         let fromMicros = cursor?.micros ?? sinceMicros
         let fromID = cursor?.id ?? UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
         return try await page("""
@@ -188,7 +190,7 @@ struct ChatRepository: Sendable {
                 logger: Logger) async throws -> ChatRecord {
         let rows = try await connection.query("""
             INSERT INTO chats (user_id, title, subject_id, topic_id, created_at, updated_at)
-            VALUES (\(userID), \(title), \(subjectID), \(topicID), date_trunc('milliseconds', now()), date_trunc('milliseconds', now()))
+            SELECT \(userID), \(title), \(subjectID), \(topicID), stamp.at, stamp.at FROM (SELECT bff_chat_stamp(\(userID)) AS at) stamp
             RETURNING \(unescaped: Self.columns)
             """, logger: logger)
         for try await row in rows { return try ChatRecord(row: row) }
@@ -202,7 +204,7 @@ struct ChatRepository: Sendable {
         // Compared in whole milliseconds: the precision stored and the precision the client was sent.
         let clientMillis = clientUpdatedAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
         let updated = try await records("""
-            UPDATE chats SET title = \(title), updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+            UPDATE chats SET title = \(title), updated_at = bff_chat_stamp(\(userID))
             WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
               AND (\(clientMillis)::int8 IS NULL
                    OR floor(extract(epoch FROM updated_at) * 1000)::int8 <= \(clientMillis)::int8)
@@ -218,7 +220,7 @@ struct ChatRepository: Sendable {
             try await client.withTransaction(logger: database.logger) { connection in
                 let rows = try await connection.query("""
                     UPDATE chats SET deleted_at = now(), title = 'deleted', last_message_preview = NULL, message_count = 0,
-                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                        updated_at = bff_chat_stamp(\(userID))
                     WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
                     RETURNING id
                     """, logger: database.logger)
@@ -242,7 +244,7 @@ struct ChatRepository: Sendable {
             let rows = try await client.query("""
                 WITH chat AS (
                     UPDATE chats SET message_count = message_count + 1, last_message_preview = left(\(content), 140),
-                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                        updated_at = bff_chat_stamp(\(userID))
                     WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
                     RETURNING id, user_id
                 )
@@ -329,7 +331,7 @@ struct ChatRepository: Sendable {
             let stored: (Date)? = try await client.withTransaction(logger: database.logger) { connection in
                 let ended = try await connection.query("""
                     UPDATE chats SET status = 'ended',
-                        updated_at = greatest(date_trunc('milliseconds', now()), updated_at + interval '1 millisecond')
+                        updated_at = bff_chat_stamp(\(userID))
                     WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
                     RETURNING id
                     """, logger: database.logger)

@@ -286,6 +286,55 @@ struct ChatsTests {
         }
     }
 
+    @Test("the delta pull misses nothing: not a change in the millisecond of one pulled, nor one that commits after a later one")
+    func deltaPullInCommitOrder() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.test(.live) { [database] client in
+            let a = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"A"}"#).json["id"] as? String)
+            let b = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"B"}"#).json["id"] as? String)
+            var since = "2000-01-01T00:00:00Z"
+            func pull() async throws -> [[String: Any]] {
+                let items = try await client.call(.get, "/api/v1/chats?limit=200&updated_since=\(since)", as: learner).json["items"] as? [[String: Any]] ?? []
+                if let last = items.last?["updated_at"] as? String { since = last }
+                return items
+            }
+            func rename(_ id: String, _ title: String) async throws {
+                #expect(try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"\#(title)"}"#).status == .ok)
+            }
+            _ = try await pull()
+
+            // Each rename of b follows a pull that saw a's, often within the same millisecond.
+            for round in 0..<30 {
+                try await rename(a, "a\(round)")
+                _ = try await pull()
+                try await rename(b, "b\(round)")
+                let seen = try await pull()
+                #expect(seen.contains { $0["id"] as? String == b && $0["title"] as? String == "b\(round)" }, "round \(round)")
+            }
+
+            // A slow writer (as a delete of a long chat is) stamps a and keeps its transaction open
+            // while b is renamed and pulled; a must still reach the client.
+            let held = Task {
+                try await database.withClient { client in
+                    try await client.withTransaction(logger: TestEnvironment.quietLogger) { connection in
+                        _ = try await connection.query(
+                            "UPDATE chats SET title = 'late', updated_at = bff_chat_stamp(user_id) WHERE id = \(UUID(uuidString: a)!)",
+                            logger: TestEnvironment.quietLogger)
+                        try await Task.sleep(for: .seconds(1))
+                    }
+                }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            try await rename(b, "after")
+            var pulled = try await pull()
+            try await held.value
+            pulled += try await pull()
+            #expect(pulled.contains { $0["id"] as? String == a && $0["title"] as? String == "late" })
+            #expect(pulled.contains { $0["id"] as? String == b && $0["title"] as? String == "after" })
+        }
+    }
+
     @Test("messages: oldest first with a keyset cursor; evaluation ends the chat and moves tag mastery; bounds are 422")
     func messagesEvaluationAndTags() async throws {
         let learner = try await Learner.make(database: database)
