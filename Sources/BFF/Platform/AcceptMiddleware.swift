@@ -8,8 +8,9 @@ import Hummingbird
 struct AcceptMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
+    // 400, not 406: DESIGN §4 lists the statuses an error may have, and 406 is not among them.
     static let notAcceptable = APIError(
-        .notAcceptable, "not_acceptable", "This API answers application/json only; accept application/json or */*.")
+        .badRequest, "not_acceptable", "This API answers application/json only; accept application/json or */*.")
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // Prometheus negotiates its own text formats with /metrics.
