@@ -14,7 +14,8 @@ enum ErrorMapping {
         case let error as ServerError:
             // The URI decoder's coding path leaves out the parameter's own name; on a method without
             // a body the value that failed is one of the query's (path parameters are strings here).
-            if let decoding = error.underlyingError as? DecodingError, [.get, .delete, .head].contains(error.request.method) {
+            if let decoding = error.underlyingError as? DecodingError, error.operationInput == nil,
+               [.get, .delete, .head].contains(error.request.method) {
                 return fromDecoding(decoding, root: "query parameter")
             }
             if let mapped = apiError(for: error.underlyingError) { return mapped }
