@@ -118,44 +118,36 @@ struct AuthService: Sendable {
     }
 
     /// Back-channel logout: the IdP ended a session (by `sid`) or all of a user's sessions (by `sub`).
+    /// A replay changes nothing and is answered like the first delivery, which a provider may retry
+    /// when it missed our answer.
     func backchannelLogout(_ logoutToken: String) async throws {
-        let claims: LogoutTokenClaims
-        do {
-            claims = try await oidc.verifyLogoutToken(logoutToken)
-        } catch let error as IdPRejected {
-            logger.notice("back-channel logout token refused", metadata: ["reason": .string(error.reason)])
-            throw APIError(.badRequest, "invalid_logout_token", "The logout token is not valid.")
-        } catch let error as IdPUnavailable {
-            logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
-            throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider's keys could not be loaded; retry shortly.")
+        let claims = try await mapIdPErrors(
+            refused: "back-channel logout token refused",
+            as: APIError(.badRequest, "invalid_logout_token", "The logout token is not valid.")
+        ) {
+            try await oidc.verifyLogoutToken(logoutToken)
         }
-        // A replay changes nothing, and is answered like the first delivery, which a provider may
-        // retry when it missed our answer.
-        let jti = claims.jti.value
-        guard try await !identity.logoutTokenSeen(issuer: oidc.issuer, jti: jti) else {
+        let revoked = try await identity.backchannelLogout(
+            issuer: oidc.issuer, jti: claims.jti.value,
+            keepUntil: claims.iat.value.addingTimeInterval(OIDCClient.logoutTokenMaxAge + OIDCClient.leeway),
+            subject: claims.sub?.value, idpSessionID: claims.sid)
+        if let revoked {
+            logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked)])
+        } else {
             logger.info("back-channel logout token already acted on")
-            return
         }
-        var revoked = 0
-        if let subject = claims.sub?.value {
-            if let userID = try await identity.user(issuer: oidc.issuer, subject: subject) {
-                revoked = try await identity.revokeUser(userID: userID, idpSessionID: claims.sid, reason: "backchannel_logout")
-            }
-        } else if let sid = claims.sid {
-            revoked = try await identity.revokeIdpSession(issuer: oidc.issuer, idpSessionID: sid)
-        }
-        // Recorded after the revocation, so that a failure in between leaves the provider's retry effective.
-        try await identity.recordLogoutToken(
-            issuer: oidc.issuer, jti: jti, keepUntil: claims.iat.value.addingTimeInterval(OIDCClient.logoutTokenMaxAge + OIDCClient.leeway))
-        logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked)])
     }
 
-    private func mapIdPErrors<T>(_ body: () async throws -> T) async throws -> T {
+    private func mapIdPErrors<T>(
+        refused: Logger.Message = "identity provider refused the login",
+        as rejection: APIError = APIError(.unauthorized, "idp_rejected", "The identity provider did not accept the login."),
+        _ body: () async throws -> T
+    ) async throws -> T {
         do {
             return try await body()
         } catch let error as IdPRejected {
-            logger.notice("identity provider refused the login", metadata: ["reason": .string(error.reason)])
-            throw APIError(.unauthorized, "idp_rejected", "The identity provider did not accept the login.")
+            logger.notice(refused, metadata: ["reason": .string(error.reason)])
+            throw rejection
         } catch let error as IdPUnavailable {
             logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
             throw APIError(.serviceUnavailable, "idp_unavailable", "The identity provider is unavailable; retry shortly.")

@@ -62,23 +62,6 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    func logoutTokenSeen(issuer: String, jti: String) async throws -> Bool {
-        try await database.run { client in
-            let rows = try await client.query("SELECT 1 FROM oidc_logout_tokens WHERE issuer = \(issuer) AND jti = \(jti)")
-            for try await _ in rows { return true }
-            return false
-        }
-    }
-
-    func recordLogoutToken(issuer: String, jti: String, keepUntil: Date) async throws {
-        try await database.run { client in
-            _ = try await client.query("""
-                INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
-                ON CONFLICT (issuer, jti) DO NOTHING
-                """)
-        }
-    }
-
     /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.
     func upsertUser(issuer: String, subject: String, email: String?, displayName: String?) async throws -> UserRecord {
         try await database.run { client in
@@ -103,14 +86,6 @@ struct IdentityRepository: Sendable {
             for try await (id, email, name) in rows.decode((UUID, String?, String?).self) {
                 return UserRecord(id: id, email: email, displayName: name)
             }
-            return nil
-        }
-    }
-
-    func user(issuer: String, subject: String) async throws -> UUID? {
-        try await database.run { client in
-            let rows = try await client.query("SELECT id FROM users WHERE issuer = \(issuer) AND subject = \(subject)")
-            for try await id in rows.decode(UUID.self) { return id }
             return nil
         }
     }
@@ -200,15 +175,31 @@ struct IdentityRepository: Sendable {
                 """)
     }
 
-    /// Revokes every live family of the IdP session `sid` of `issuer` (back-channel logout without `sub`).
-    @discardableResult
-    func revokeIdpSession(issuer: String, idpSessionID: String) async throws -> Int {
-        try await count("""
-                UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
-                FROM users u
-                WHERE u.id = f.user_id AND u.issuer = \(issuer) AND f.idp_sid = \(idpSessionID) AND f.revoked_at IS NULL
-                RETURNING f.id
+    /// Back-channel logout in one statement: remembers the token's `jti` and revokes the issuer's live
+    /// families of `subject` (only those of `idpSessionID` when given) or, without a subject, those of
+    /// `idpSessionID`. Nil when the token was acted on before: then nothing is revoked again, so a
+    /// replay cannot end the sessions begun since. A failure leaves the token unremembered.
+    func backchannelLogout(issuer: String, jti: String, keepUntil: Date, subject: String?, idpSessionID: String?) async throws -> Int? {
+        try await database.run { client in
+            let rows = try await client.query("""
+                WITH first_delivery AS (
+                    INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
+                    ON CONFLICT (issuer, jti) DO NOTHING
+                    RETURNING jti
+                ), revoked AS (
+                    UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
+                    FROM users u
+                    WHERE EXISTS (SELECT 1 FROM first_delivery)
+                      AND u.id = f.user_id AND u.issuer = \(issuer) AND f.revoked_at IS NULL
+                      AND (\(subject)::text IS NULL OR u.subject = \(subject))
+                      AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
+                    RETURNING f.id
+                )
+                SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT count(*) FROM revoked)::int
                 """)
+            for try await (first, revoked) in rows.decode((Int, Int).self) { return first == 1 ? revoked : nil }
+            throw DatabaseUnavailable(reason: "back-channel logout returned no row")
+        }
     }
 
     /// Operator revocation of one device's sessions, whoever owns it.

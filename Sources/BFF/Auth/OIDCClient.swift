@@ -87,8 +87,9 @@ final class OIDCClient: Sendable {
     static let jwksRefetchInterval: Duration = .seconds(60)
     static let metadataLifetime: Duration = .seconds(3600)
     static let leeway: TimeInterval = 60
-    /// How old a back-channel logout token may be; its jti is remembered that long (migration 0009).
-    static let logoutTokenMaxAge: TimeInterval = 600
+    /// How old a back-channel logout token may be, long enough for a provider's retries after an
+    /// outage; its jti is remembered that long (migration 0009), so a replay within it does nothing.
+    static let logoutTokenMaxAge: TimeInterval = 24 * 3600
 
     init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared) {
         var text = issuer.absoluteString
@@ -205,7 +206,7 @@ final class OIDCClient: Sendable {
         guard claims.sub != nil || claims.sid != nil else { throw IdPRejected(reason: "logout token has neither sub nor sid") }
         guard !claims.jti.value.isEmpty else { throw IdPRejected(reason: "logout token has no jti") }
         guard Self.fitsKeyColumn(claims.jti.value) else { throw IdPRejected(reason: "logout token's jti is longer than 255 characters") }
-        // A provider sends the token as the session ends; an old one can only be a replay.
+        // A provider sends the token as the session ends, and retries it for a while at most.
         guard claims.iat.value > now.addingTimeInterval(-Self.logoutTokenMaxAge) else {
             throw IdPRejected(reason: "logout token issued more than \(Int(Self.logoutTokenMaxAge)) s ago")
         }
