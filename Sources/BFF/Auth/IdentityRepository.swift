@@ -131,10 +131,13 @@ struct IdentityRepository: Sendable {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
                 // Families before the device row: the order in which a refresh takes its locks.
+                // Live sessions only, the ones `devices` lists: an expired one is nothing to report.
                 let revoked = try await connection.query("""
-                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'lost_device'
-                    WHERE user_id = \(userID) AND device_id = \(deviceID) AND revoked_at IS NULL
-                    RETURNING id
+                    UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'lost_device'
+                    WHERE f.user_id = \(userID) AND f.device_id = \(deviceID) AND f.revoked_at IS NULL
+                      AND EXISTS (SELECT 1 FROM refresh_tokens t
+                                  WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
+                    RETURNING f.id
                     """, logger: database.logger)
                 var found = false
                 for try await _ in revoked { found = true }
