@@ -58,7 +58,10 @@ struct RefreshRotationTests {
         // Step two of a rotation: one replica already signs with the new key, the other not yet.
         let before = "\(k1),\(k2)", after = "\(k2),\(k1)"
         func refresh(on ring: String, _ token: String) async throws -> TestResponse {
-            let replica = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_JWT_KEYS": ring])
+            // A reuse interval that outlasts two start-ups on a loaded machine.
+            let replica = try await makeTestApp(
+                database: database,
+                environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_JWT_KEYS": ring, "BFF_REFRESH_REUSE_INTERVAL": "300"])
             return try await replica.test(.live) { client in
                 try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(token))
             }
