@@ -59,7 +59,8 @@ public enum Commands {
         try await withThrowingTaskGroup(of: Result?.self) { group in
             // A lease taken before `run()` has begun still works, but postgres-nio logs a warning
             // for it, which every `bff migrate` printed. Each task signals just before it enters
-            // `run()`, which marks the client running before its first suspension.
+            // `run()`, which marks the client running before its first suspension; the body, woken
+            // by the last signal, has far more to do before it leases than that task has left.
             let (entering, signal) = AsyncStream.makeStream(of: Void.self)
             for client in clients {
                 group.addTask {

@@ -99,7 +99,7 @@ public struct Database: Sendable {
     static func classify(_ error: any Error) -> any Error {
         switch error {
         case let error as PostgresTransactionError:
-            return classify(error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError ?? error)
+            return classify(error.cause ?? error)
         case let error as PSQLError where isConnectionFailure(error):
             return DatabaseUnavailable(reason: "\(error.code)")
         case _ where String(describing: type(of: error)) == "ConnectionPoolError":
@@ -164,4 +164,9 @@ func withDeadline<Result: Sendable>(
         if expired.withLockedValue({ $0 }) { throw DatabaseUnavailable(reason: "no answer within \(timeout)") }
         throw error
     }
+}
+
+extension PostgresTransactionError {
+    /// What broke the transaction: its body's error, else that of BEGIN, COMMIT or ROLLBACK.
+    var cause: (any Error)? { closureError ?? beginError ?? commitError ?? rollbackError }
 }

@@ -11,8 +11,7 @@ enum LoggableError {
         case let error as ServerError:
             return "\(error.operationID): \(describe(error.underlyingError))"
         case let error as PostgresTransactionError:
-            let cause = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
-            return cause.map { "transaction: \(describe($0))" } ?? "transaction failed"
+            return error.cause.map { "transaction: \(describe($0))" } ?? "transaction failed"
         case let error as PSQLError:
             // The server's DETAIL (which quotes row values) and the query are left out.
             var parts = ["PSQLError \(error.code)"]
