@@ -53,12 +53,14 @@ FROM ${RUNTIME_IMAGE} AS runtime
 
 # ca-certificates: TLS to the IdP, LLM, RevenueCat, APNs, FCM and to PostgreSQL
 #                  with sslmode=require.
-# tzdata:          the server validates IANA time zone names.
+# tzdata:          the server validates IANA time zone names against /usr/share/zoneinfo;
+# tzdata-legacy:   the backward-compatible names (US/Pacific, Japan, ...), which Ubuntu moved out
+#                  of tzdata in 23.10 and which earlier releases may have stored.
 # curl:            the HEALTHCHECK below (the image has no other HTTP client).
 RUN export DEBIAN_FRONTEND=noninteractive DEBCONF_NONINTERACTIVE_SEEN=true \
     && apt-get -q update \
     && apt-get -q upgrade -y \
-    && apt-get -q install -y --no-install-recommends ca-certificates tzdata curl \
+    && apt-get -q install -y --no-install-recommends ca-certificates tzdata tzdata-legacy curl \
     && rm -rf /var/lib/apt/lists/*
 
 # Unprivileged user with a fixed uid/gid (compose and Kubernetes refer to 10001).
