@@ -1,7 +1,8 @@
 import Logging
 import ServiceLifecycle
 
-/// Housekeeping that keeps BFF-owned tables small: expired rate-limit keys and logins, once a minute.
+/// Housekeeping that keeps BFF-owned tables small, once a minute: expired rate-limit keys, logins,
+/// remembered logout tokens and idempotency keys.
 struct MaintenanceService: Service {
     let dependencies: AppDependencies
 
@@ -15,6 +16,7 @@ struct MaintenanceService: Service {
             do {
                 try await limiter.purgeExpired()
                 try await identity.purgeExpiredLogins()
+                try await ChatCreation.purgeExpiredKeys(database: dependencies.database)
             } catch {
                 if Task.isCancelled { return }
                 dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string(LoggableError.describe(error))])

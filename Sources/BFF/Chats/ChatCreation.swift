@@ -10,6 +10,8 @@ struct ChatCreation: Sendable {
     let database: Database
     let repository: ChatRepository
     static let operation = "createChat"
+    /// How long a key is kept: a retry within it replays, and the key is free again after it.
+    static let keyLifetimeSeconds = 24 * 3600
 
     struct Request: Codable, Sendable {
         let title: String?
@@ -42,7 +44,7 @@ struct ChatCreation: Sendable {
                         VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
                         ON CONFLICT (user_id, operation, key) DO UPDATE
                             SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
-                            WHERE idempotency_keys.created_at < now() - interval '24 hours'
+                            WHERE idempotency_keys.created_at < now() - make_interval(secs => \(Self.keyLifetimeSeconds))
                         RETURNING 1
                         """, logger: logger)
                     var owned = false
@@ -125,5 +127,14 @@ struct ChatCreation: Sendable {
             throw APIError.validation("title", "must not contain control characters")
         }
         return title
+    }
+
+    /// Housekeeping: keys past their lifetime (a create reclaims an expired key by itself; this keeps
+    /// the table from growing with keys nobody retries).
+    static func purgeExpiredKeys(database: Database) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                "DELETE FROM idempotency_keys WHERE created_at < now() - make_interval(secs => \(keyLifetimeSeconds))")
+        }
     }
 }

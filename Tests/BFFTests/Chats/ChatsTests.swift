@@ -205,6 +205,20 @@ struct ChatsTests {
             return counts
         }
         #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil && counts["Raw"] == 3)
+
+        // Housekeeping drops keys past their lifetime and keeps the others.
+        let keys = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 1)))
+        let remaining = try await Commands.withDatabase(keys.client) { [learner] client in
+            _ = try await client.query(
+                "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE user_id = \(learner.id) AND key = 'retry-key-1'")
+            try await ChatCreation.purgeExpiredKeys(database: keys)
+            var remaining: Set<String> = []
+            for try await key in try await client.query("SELECT key FROM idempotency_keys WHERE user_id = \(learner.id)").decode(String.self) {
+                remaining.insert(key)
+            }
+            return remaining
+        }
+        #expect(remaining == ["concurrent-key", "100%", "a%41", "aA"])
     }
 
     @Test("an Accept that allows no JSON is 400 not_acceptable before the operation runs: nothing is created or renamed")
