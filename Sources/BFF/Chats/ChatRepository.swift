@@ -310,7 +310,7 @@ struct ChatRepository: Sendable {
             _ = try await client.query("""
                 INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
                 SELECT c.id, t.id, c.user_id, \(mastery) FROM chats c, tags t
-                WHERE c.id = \(chatID) AND c.user_id = \(userID) AND t.code = \(code)
+                WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL AND t.code = \(code)
                 ON CONFLICT (chat_id, tag_id) DO NOTHING
                 """)
         }
