@@ -323,8 +323,10 @@ struct ChatRepository: Sendable {
         let tags: [ChatTagRecord]
     }
 
-    /// Stores the learner's rating (a repeat replaces it), ends the chat and moves each tag's mastery
-    /// halfway towards the rating (score 1 → 0, score 5 → 1); nil when the chat is not the user's.
+    /// Stores the learner's rating, ends the chat and moves each tag's mastery halfway towards the
+    /// rating (score 1 → 0, score 5 → 1) from where it stood before the chat's first evaluation: a
+    /// repeat replaces the rating and its effect, and a retry changes nothing (migration 0011).
+    /// Nil when the chat is not the user's.
     func evaluate(userID: UUID, chatID: UUID, score: Int, note: String?) async throws -> EvaluationRecord? {
         let target = Double(score - 1) / 4
         return try await database.run { client in
@@ -346,7 +348,11 @@ struct ChatRepository: Sendable {
                 var at: Date?
                 for try await value in evaluation.decode(Date.self) { at = value }
                 _ = try await connection.query("""
-                    UPDATE chat_tags SET mastery = least(1, greatest(0, mastery + 0.5 * (\(target) - mastery))), updated_at = now()
+                    UPDATE chat_tags SET
+                        mastery_before_evaluation = coalesce(mastery_before_evaluation, mastery),
+                        mastery = least(1, greatest(0, coalesce(mastery_before_evaluation, mastery)
+                                                       + 0.5 * (\(target) - coalesce(mastery_before_evaluation, mastery)))),
+                        updated_at = now()
                     WHERE chat_id = \(chatID) AND user_id = \(userID)
                     """, logger: database.logger)
                 return at

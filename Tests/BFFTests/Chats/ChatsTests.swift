@@ -380,8 +380,13 @@ struct ChatsTests {
                 let tags = evaluated.json["tags"] as? [[String: Any]] ?? []
                 #expect(tags.count == 1 && (tags.first?["mastery"] as? Double ?? 0) == 0.5)
                 #expect(try await client.call(.get, "/api/v1/chats/\(chat)", as: learner).json["status"] as? String == "ended")
+                // A retry moves nothing; a second rating replaces the first one's effect too.
+                let retried = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":5,"note":"got it"}"#)
+                #expect(((retried.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.5)
                 let again = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":1}"#)
-                #expect(((again.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.25)
+                #expect(((again.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0)
+                let middle = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":3}"#)
+                #expect(((middle.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.25)
                 let listed = try await client.call(.get, "/api/v1/chats/\(chat)/tags", as: learner)
                 #expect((listed.json["items"] as? [[String: Any]])?.first?["code"] as? String == "physics.force_implies_motion")
             }
