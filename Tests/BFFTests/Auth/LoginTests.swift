@@ -300,13 +300,24 @@ struct DeviceTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
+    private func signIn(_ userID: UUID, on deviceID: String) async throws -> Commands.IssuedPair {
+        try await Commands.issueToken(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]),
+            userID: userID, deviceID: deviceID, scopes: AccessTokens.allScopes)
+    }
+
+    private static func refresh(_ pair: Commands.IssuedPair, on deviceID: String, with client: some TestClientProtocol) async throws -> TestResponse {
+        try await client.execute(
+            uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+            body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"\#(deviceID)"}"#))
+    }
+
     @Test("a lost-device report revokes that device's sessions and push tokens; another user's device is 404 and untouched")
     func lostDevice() async throws {
-        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
         let alice = UUID(), bob = UUID()
-        let alicePhone = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-phone-1", scopes: AccessTokens.allScopes)
-        let aliceTablet = try await Commands.issueToken(environment: environment, userID: alice, deviceID: "alice-tablet-1", scopes: AccessTokens.allScopes)
-        let bobPhone = try await Commands.issueToken(environment: environment, userID: bob, deviceID: "bob-phone-01", scopes: AccessTokens.allScopes)
+        let alicePhone = try await signIn(alice, on: "alice-phone-1")
+        let aliceTablet = try await signIn(alice, on: "alice-tablet-1")
+        let bobPhone = try await signIn(bob, on: "bob-phone-01")
         try await database.withClient { client in
             _ = try await client.query("INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(alice), 'tok-a', 'ios', 'alice-phone-1'), (\(bob), 'tok-b', 'android', 'bob-phone-01')")
         }
@@ -322,10 +333,7 @@ struct DeviceTests {
             let list = try await client.execute(uri: "/api/v1/devices", method: .get, headers: tablet)
             #expect((list.json["items"] as? [[String: Any]])?.map { $0["device_id"] as? String } == ["alice-tablet-1"])
             for (pair, device, expected) in [(alicePhone, "alice-phone-1", "session_revoked"), (bobPhone, "bob-phone-01", nil)] {
-                let response = try await client.execute(
-                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
-                    body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"\#(device)"}"#))
-                #expect(response.errorCode == expected)
+                #expect(try await Self.refresh(pair, on: device, with: client).errorCode == expected)
             }
         }
         let tokens = try await database.withClient { client in
@@ -339,11 +347,10 @@ struct DeviceTests {
 
     @Test("a shared device moves to whoever signed in last; the earlier user still lists it and can report it lost")
     func sharedDevice() async throws {
-        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
         let aiko = UUID(), ben = UUID()
-        let aikoOnPad = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "school-ipad-7", scopes: AccessTokens.allScopes)
-        let aikoPhone = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "aiko-phone-1", scopes: AccessTokens.allScopes)
-        let benOnPad = try await Commands.issueToken(environment: environment, userID: ben, deviceID: "school-ipad-7", scopes: AccessTokens.allScopes)
+        let aikoOnPad = try await signIn(aiko, on: "school-ipad-7")
+        let aikoPhone = try await signIn(aiko, on: "aiko-phone-1")
+        let benOnPad = try await signIn(ben, on: "school-ipad-7")
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
         try await app.test(.live) { client in
             let phone: HTTPFields = [.authorization: "Bearer \(aikoPhone.accessToken)"]
@@ -360,9 +367,7 @@ struct DeviceTests {
             #expect(try await deviceIDs(phone) == ["aiko-phone-1"])
             #expect(try await deviceIDs(pad) == ["school-ipad-7"])
             for (pair, expected) in [(aikoOnPad, "session_revoked"), (benOnPad, nil)] {
-                let response = try await client.execute(
-                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
-                    body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"school-ipad-7"}"#))
+                let response = try await Self.refresh(pair, on: "school-ipad-7", with: client)
                 #expect(response.errorCode == expected, "\(response.text)")
             }
         }
