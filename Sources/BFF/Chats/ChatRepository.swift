@@ -311,6 +311,9 @@ struct ChatRepository: Sendable {
                 INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
                 SELECT c.id, t.id, c.user_id, \(mastery) FROM chats c, tags t
                 WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL AND t.code = \(code)
+                -- Waits for a delete in flight and sees its outcome: the foreign key's own lock
+                -- does not conflict with the delete's, and the snapshot would still show the chat.
+                FOR SHARE OF c
                 ON CONFLICT (chat_id, tag_id) DO NOTHING
                 """)
         }
