@@ -128,7 +128,7 @@ struct AuthService: Sendable {
             try await oidc.verifyLogoutToken(logoutToken)
         }
         let revoked = try await identity.backchannelLogout(
-            issuer: oidc.issuer, jti: claims.jti.value,
+            issuer: oidc.issuer, jti: claims.jti.value, issuedAt: claims.iat.value,
             keepUntil: claims.iat.value.addingTimeInterval(OIDCClient.logoutTokenMaxAge + OIDCClient.leeway),
             subject: claims.sub?.value, idpSessionID: claims.sid)
         if let revoked {

@@ -182,7 +182,10 @@ struct IdentityRepository: Sendable {
     /// families of `subject` (only those of `idpSessionID` when given) or, without a subject, those of
     /// `idpSessionID`. Nil when the token was acted on before: then nothing is revoked again, so a
     /// replay cannot end the sessions begun since. A failure leaves the token unremembered.
-    func backchannelLogout(issuer: String, jti: String, keepUntil: Date, subject: String?, idpSessionID: String?) async throws -> Int? {
+    /// Families begun after the token was issued are left alone: a first delivery that arrives late
+    /// (the provider retries after an outage) must not end a session the user started since.
+    func backchannelLogout(issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
+                           idpSessionID: String?) async throws -> Int? {
         try await database.run { client in
             let rows = try await client.query("""
                 WITH first_delivery AS (
@@ -194,6 +197,7 @@ struct IdentityRepository: Sendable {
                     FROM users u
                     WHERE EXISTS (SELECT 1 FROM first_delivery)
                       AND u.id = f.user_id AND u.issuer = \(issuer) AND f.revoked_at IS NULL
+                      AND f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway))
                       AND (\(subject)::text IS NULL OR u.subject = \(subject))
                       AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
                     RETURNING f.id

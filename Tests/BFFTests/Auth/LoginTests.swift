@@ -287,6 +287,15 @@ struct IDTokenTests {
                 stale.iat = .init(value: Date().addingTimeInterval(-OIDCClient.logoutTokenMaxAge - 120))
                 let old = try await logout(try await idp.sign(stale))
                 #expect(old.status == .badRequest && old.errorCode == "invalid_logout_token")
+                // A first delivery that arrives late ends the sessions it knew of, not one begun since.
+                var late = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl")
+                late.iat = .init(value: Date().addingTimeInterval(-300))
+                #expect(try await logout(try await idp.sign(late)).status == .ok)
+                let current = try #require(survived.json["refresh_token"] as? String)
+                let stillAlive = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(current)","device_id":"android-5678"}"#))
+                #expect(stillAlive.status == .ok, "\(stillAlive.text)")
             }
         }
     }
