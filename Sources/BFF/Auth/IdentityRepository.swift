@@ -167,13 +167,12 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    /// Revokes the live families of a user (optionally only those of one IdP session); returns how many.
+    /// Revokes the live families of a user; returns how many.
     @discardableResult
-    func revokeUser(userID: UUID, idpSessionID: String? = nil, reason: String) async throws -> Int {
+    func revokeUser(userID: UUID, reason: String) async throws -> Int {
         try await count("""
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
                 WHERE user_id = \(userID) AND revoked_at IS NULL
-                  AND (\(idpSessionID)::text IS NULL OR idp_sid = \(idpSessionID))
                 RETURNING id
                 """)
     }
