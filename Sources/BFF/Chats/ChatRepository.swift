@@ -328,7 +328,8 @@ struct ChatRepository: Sendable {
 
     /// Stores the learner's rating, ends the chat and moves each tag's mastery halfway towards the
     /// rating (score 1 → 0, score 5 → 1) from where it stood before the chat's first evaluation: a
-    /// repeat replaces the rating and its effect, and a retry changes nothing (migration 0011).
+    /// repeat replaces the rating and its effect, and a retry leaves mastery where the first request
+    /// put it (migration 0011).
     /// Nil when the chat is not the user's.
     func evaluate(userID: UUID, chatID: UUID, score: Int, note: String?) async throws -> EvaluationRecord? {
         let target = Double(score - 1) / 4

@@ -47,6 +47,34 @@ struct MigrationTests {
         #expect(logs.all.isEmpty, "\(logs.all.first ?? "")")
     }
 
+    @Test("0011 gives the tags of chats evaluated before it the mastery they had before the evaluation")
+    func evaluationBaselineBackfill() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let baselines = try await url.withClient(poolSize: 2) { [migrations] client in
+            _ = try await Migrator(migrations: migrations.filter { $0.version < 11 }, logger: TestEnvironment.quietLogger)
+                .migrate(client: client)
+            let user = UUID(), evaluated = UUID(), open = UUID()
+            _ = try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.example', 'subject-1')")
+            _ = try await client.query("INSERT INTO chats (id, user_id, title) VALUES (\(evaluated), \(user), 'e'), (\(open), \(user), 'o')")
+            // Evaluated with score 5 from 0.2: 0.2 + 0.5 * (1 - 0.2) = 0.6.
+            _ = try await client.query("""
+                INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
+                SELECT c.id, (SELECT id FROM tags ORDER BY code LIMIT 1), \(user), CASE WHEN c.id = \(evaluated) THEN 0.6 ELSE 0.3 END
+                FROM chats c WHERE c.user_id = \(user)
+                """)
+            _ = try await client.query("INSERT INTO chat_evaluations (chat_id, user_id, score) VALUES (\(evaluated), \(user), 5)")
+            _ = try await Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: client)
+            var baselines: [UUID: Double?] = [:]
+            for try await (chat, baseline) in try await client.query(
+                "SELECT chat_id, mastery_before_evaluation FROM chat_tags WHERE user_id = \(user)").decode((UUID, Double?).self) {
+                baselines[chat] = baseline
+            }
+            return (baselines[evaluated] ?? nil, baselines[open] ?? nil)
+        }
+        #expect(abs((baselines.0 ?? -1) - 0.2) < 1e-9)
+        #expect(baselines.1 == nil)
+    }
+
     @Test("every table of DESIGN §5 exists with the mobile tables' keys and CHECK constraints")
     func schemaHasEveryTable() async throws {
         let url = try await TestDatabases.shared.makeMigrated()
