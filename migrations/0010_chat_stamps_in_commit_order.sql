@@ -5,9 +5,10 @@
 -- a pull that had seen the first never got the second.
 --
 -- bff_chat_stamp takes a per-user transaction lock, held until commit, and returns the clock at
--- that moment to the millisecond, at least 1 ms past the user's latest stamp. A user's stamps
--- then increase in commit order, so a pull that saw a change also saw every change with a
--- smaller stamp. A writer calls it before it locks any of the user's chat rows (an UPDATE computes
+-- that moment to the millisecond, at least 1 ms past the user's latest stamp. The stamps of the
+-- writers that use it then increase in commit order, so a pull that saw a change also saw every
+-- such change with a smaller stamp. A writer that still stamps with now() (the previous release
+-- during a rolling deploy; the web product, until it calls this function too) is outside that. A writer calls it before it locks any of the user's chat rows (an UPDATE computes
 -- its SET before it locks the row), so two writers cannot hold the two locks crosswise. Writers of
 -- one learner wait for each other; nobody else does.
 CREATE FUNCTION bff_chat_stamp(p_user_id uuid) RETURNS timestamptz
