@@ -12,7 +12,9 @@ actor TestDatabases {
 
     private var template: String?
     private var counter = 0
-    private var sweptLeftovers = false
+    /// Every caller waits for it: the actor is re-entered while it runs, and a database made
+    /// meanwhile would carry this process's pid and be taken for a leftover.
+    private var sweep: Task<Void, any Error>?
 
     /// Creates an empty database (no migrations) and returns its URL.
     func makeEmpty(prefix: String = "bff_empty") async throws -> DatabaseURL {
@@ -30,6 +32,7 @@ actor TestDatabases {
     /// Creates a database holding the current schema.
     func makeMigrated() async throws -> DatabaseURL {
         let base = try TestEnvironment.databaseURL
+        try await dropLeftovers(base)
         let template = try await migratedTemplate()
         counter += 1
         let name = "bff_suite_\(ProcessInfo.processInfo.processIdentifier)_\(counter)"
@@ -49,22 +52,30 @@ actor TestDatabases {
         return url.database
     }
 
-    /// Drops, once per run, the databases of earlier runs whose process has ended. A suite has no
-    /// asynchronous teardown, so each run leaves its databases behind; on a developer's long-lived
-    /// cluster they added up to 6,545 databases and 53 GB, and filled the disk.
+    /// Drops, before this run makes its first database, those of earlier runs whose process has
+    /// ended. A suite has no asynchronous teardown, so each run leaves its databases behind; on a
+    /// developer's long-lived cluster they added up to 6,545 databases and 53 GB, and filled the
+    /// disk. Names carry the pid: one of this process's own is an earlier run's that had the same
+    /// pid (containers reuse them), since this run has made none yet. A run on another host that
+    /// shares the cluster is not told apart; at most 300 go per run (each DROP is a checkpoint),
+    /// and one that cannot be dropped is left for later.
     private func dropLeftovers(_ base: DatabaseURL) async throws {
-        guard !sweptLeftovers else { return }
-        sweptLeftovers = true
-        try await Self.admin(base) { client in
+        if sweep == nil { sweep = Task { try await Self.dropLeftovers(base) } }
+        try await sweep?.value
+    }
+
+    private static func dropLeftovers(_ base: DatabaseURL) async throws {
+        try await admin(base) { client in
             var names: [String] = []
             let rows = try await client.query(
-                "SELECT datname::text FROM pg_database WHERE datname ~ '^bff_(suite|empty|template)_[0-9]+_[0-9]+$'")
+                "SELECT datname::text FROM pg_database WHERE datname ~ '^bff_(suite|empty|template)_[0-9]+_[0-9]+$' LIMIT 300")
             for try await name in rows.decode(String.self) { names.append(name) }
+            let own = ProcessInfo.processInfo.processIdentifier
             for name in names {
                 guard let pid = name.split(separator: "_").dropLast().last.flatMap({ Int32($0) }),
-                      pid != ProcessInfo.processInfo.processIdentifier, kill(pid, 0) != 0, errno == ESRCH
+                      pid == own || (kill(pid, 0) != 0 && errno == ESRCH)
                 else { continue }
-                _ = try await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
+                _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
             }
         }
     }
