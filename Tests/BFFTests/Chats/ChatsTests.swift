@@ -339,7 +339,20 @@ struct ChatsTests {
                     }
                 }
             }
-            try await Task.sleep(for: .milliseconds(300))
+            // Rename b only once the writer holds the learner's stamp lock.
+            let stamped = try await database.withClient { [learner] client in
+                for _ in 0..<200 {
+                    let rows = try await client.query("""
+                        SELECT count(*)::int FROM pg_locks l
+                        WHERE l.locktype = 'advisory' AND l.granted
+                          AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('bff_chat_stamp:' || \(learner.id)::text, 0)
+                        """)
+                    for try await count in rows.decode(Int.self) where count > 0 { return true }
+                    try await Task.sleep(for: .milliseconds(50))
+                }
+                return false
+            }
+            #expect(stamped)
             try await rename(b, "after")
             var pulled = try await pull()
             try await held.value
