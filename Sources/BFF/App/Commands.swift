@@ -59,8 +59,9 @@ public enum Commands {
         try await withThrowingTaskGroup(of: Result?.self) { group in
             // A lease taken before `run()` has begun still works, but postgres-nio logs a warning
             // for it, which every `bff migrate` printed. Each task signals just before it enters
-            // `run()`, which marks the client running before its first suspension; the body, woken
-            // by the last signal, has far more to do before it leases than that task has left.
+            // `run()`, which marks the client running before its first suspension. The body, woken
+            // by the last signal, has far more to do before it leases than that task has left; a
+            // task preempted in between costs only the warning.
             let (entering, signal) = AsyncStream.makeStream(of: Void.self)
             for client in clients {
                 group.addTask {
