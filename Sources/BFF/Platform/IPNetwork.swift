@@ -9,7 +9,9 @@ public struct IPNetwork: Sendable, Equatable {
     public init?(_ text: String) {
         let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
         guard let bytes = IPNetwork.bytes(of: parts[0]) else { return nil }
-        let length = parts.count == 2 ? Int(parts[1]) : bytes.count * 8
+        // `::ffff:10.0.0.0/104` reads as IPv4 (see `bytes(of:)`): its length counts 96 bits fewer.
+        let mapped = bytes.count == 4 && parts[0].contains(":")
+        let length = parts.count == 2 ? Int(parts[1]).map { mapped ? $0 - 96 : $0 } : bytes.count * 8
         guard let length, (0...(bytes.count * 8)).contains(length) else { return nil }
         prefix = bytes
         prefixLength = length

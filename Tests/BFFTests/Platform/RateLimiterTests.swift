@@ -130,6 +130,9 @@ struct RateLimiterTests {
         #expect(IPNetwork("300.1.1.1") == nil)
         #expect(IPNetwork("10.0.0.0/33") == nil)
         #expect(network.contains("::ffff:10.1.2.3"))
+        #expect(IPNetwork("::ffff:10.0.0.0/104")?.contains("10.1.2.3") == true)
+        #expect(IPNetwork("::ffff:10.0.0.0/104")?.contains("11.1.2.3") == false)
+        #expect(IPNetwork("::ffff:10.0.0.0/64") == nil)
     }
 
     @Test("the limit's key: the peer, or the right-most untrusted forwarded hop; IPv6 by its /64, IPv4-mapped as IPv4")
