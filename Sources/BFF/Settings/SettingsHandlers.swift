@@ -88,7 +88,9 @@ extension LearnerSettings {
               TimeZone(identifier: name) != nil
         else { return false }
         var isDirectory: ObjCBool = false
-        let directory = ProcessInfo.processInfo.environment["TZDIR"] ?? "/usr/share/zoneinfo"
-        return FileManager.default.fileExists(atPath: directory + "/" + name, isDirectory: &isDirectory) && !isDirectory.boolValue
+        return FileManager.default.fileExists(atPath: zoneDirectory + "/" + name, isDirectory: &isDirectory) && !isDirectory.boolValue
     }
+
+    /// Read once: `ProcessInfo.environment` builds a dictionary of the whole environment per call.
+    private static let zoneDirectory = ProcessInfo.processInfo.environment["TZDIR"] ?? "/usr/share/zoneinfo"
 }
