@@ -23,6 +23,7 @@ public struct AppConfiguration: Sendable {
     public var accessTTL: Int
     public var refreshTTL: Int
     public var refreshReuseInterval: Int
+    public var revocationPollInterval: Int
     public var oidcIssuer: URL
     public var oidcClientID: String
     public var oidcClientSecret: String?
@@ -59,6 +60,7 @@ public struct AppConfiguration: Sendable {
         accessTTL = try reader.int("BFF_ACCESS_TTL", default: 900, range: 60...86_400)
         refreshTTL = try reader.int("BFF_REFRESH_TTL", default: 2_592_000, range: 3_600...31_536_000)
         refreshReuseInterval = try reader.int("BFF_REFRESH_REUSE_INTERVAL", default: 10, range: 0...300)
+        revocationPollInterval = try reader.int("BFF_REVOCATION_POLL_INTERVAL", default: 5, range: 1...60)
         let issuer = try reader.required("BFF_OIDC_ISSUER")
         guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme, scheme == "https" || scheme == "http",
               issuerURL.host != nil

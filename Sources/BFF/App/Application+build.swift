@@ -16,6 +16,7 @@ public struct AppDependencies: Sendable {
     public let migrator: Migrator
     public let logger: Logger
     public let accessTokens: AccessTokens
+    public let revokedSessions: RevokedSessions
     let chatFirstPages: FirstPageBatcher
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
@@ -32,6 +33,7 @@ public struct AppDependencies: Sendable {
         self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
             lifetime: configuration.accessTTL)
+        self.revokedSessions = RevokedSessions(accessTokenLifetime: configuration.accessTTL)
     }
 
     var authService: AuthService {
@@ -42,6 +44,7 @@ public struct AppDependencies: Sendable {
                 database: database, keyRing: configuration.jwtKeys, lifetime: configuration.refreshTTL,
                 reuseInterval: configuration.refreshReuseInterval, logger: logger),
             accessTokens: accessTokens,
+            revokedSessions: revokedSessions,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
             logger: logger)
     }
@@ -82,7 +85,7 @@ public func buildApplication(
         deferredPaths: ["/api/v1/auth/refresh"]))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
-    router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens))
+    router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions))
     router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 
@@ -121,8 +124,12 @@ public func buildApplication(
         logger: dependencies.logger)
     for client in dependencies.database.clients { app.addServices(client) }
     app.addServices(MaintenanceService(dependencies: dependencies))
+    let revocations = RevocationWatcher(dependencies: dependencies)
+    app.addServices(revocations)
     app.beforeServerStarts {
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
+        // No request is served before the revocations of the last access-token lifetime are known.
+        try await revocations.poll()
     }
     return app
 }

@@ -22,6 +22,7 @@ extension APIService {
     func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output {
         let principal = try Authorization.require("profile:read")
         try await auth.identity.logout(userID: principal.userID, familyID: principal.familyID, deviceID: principal.deviceID)
+        auth.revokedSessions.record([principal.familyID])
         return .noContent(.init())
     }
 
@@ -53,7 +54,10 @@ extension APIService {
         let principal = try Authorization.require("profile:read")
         let deviceID = input.path.deviceId
         try AuthService.requireDeviceID(deviceID)
-        guard try await auth.identity.removeDevice(userID: principal.userID, deviceID: deviceID) else { throw APIError.notFound }
+        guard let revoked = try await auth.identity.removeDevice(userID: principal.userID, deviceID: deviceID) else {
+            throw APIError.notFound
+        }
+        auth.revokedSessions.record(revoked)
         auth.logger.info("lost device reported", metadata: ["user_id": .string(principal.userID.uuidString)])
         return .noContent(.init())
     }

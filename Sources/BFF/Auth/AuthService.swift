@@ -17,6 +17,7 @@ struct AuthService: Sendable {
     let identity: IdentityRepository
     let refreshTokens: RefreshTokenStore
     let accessTokens: AccessTokens
+    let revokedSessions: RevokedSessions
     let oidc: OIDCClient
     let logger: Logger
     static let loginLifetime: TimeInterval = 600

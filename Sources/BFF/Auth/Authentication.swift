@@ -24,6 +24,7 @@ extension APIError {
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let tokens: AccessTokens
+    let revoked: RevokedSessions
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
@@ -41,11 +42,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
         } else {
             return .anonymous
         }
-        do {
-            return .authenticated(try tokens.verify(token))
-        } catch {
-            return .invalid
-        }
+        guard let principal = try? tokens.verify(token), !revoked.contains(principal.familyID) else { return .invalid }
+        return .authenticated(principal)
     }
 
     /// The token of `Bearer <token>` (scheme case-insensitive, RFC 9110 §11.1), spaces around it trimmed.

@@ -125,9 +125,9 @@ struct IdentityRepository: Sendable {
 
     /// A lost-device report: every live session of the user on the device, their push tokens on it,
     /// and the device's row while it is still theirs. On a shared device the row belongs to whoever
-    /// signed in last, but an earlier user's sessions there remain theirs to revoke. False when the
-    /// user has neither (another user's device is left untouched).
-    func removeDevice(userID: UUID, deviceID: String) async throws -> Bool {
+    /// signed in last, but an earlier user's sessions there remain theirs to revoke. Nil when the
+    /// user has neither (another user's device is left untouched); else the families revoked.
+    func removeDevice(userID: UUID, deviceID: String) async throws -> [UUID]? {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
                 // Families before the device row: the order in which a refresh takes its locks.
@@ -139,16 +139,17 @@ struct IdentityRepository: Sendable {
                                   WHERE t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now())
                     RETURNING f.id
                     """, logger: database.logger)
-                var found = false
-                for try await _ in revoked { found = true }
+                var families: [UUID] = []
+                for try await family in revoked.decode(UUID.self) { families.append(family) }
                 let deleted = try await connection.query(
                     "DELETE FROM devices WHERE device_id = \(deviceID) AND user_id = \(userID) RETURNING device_id",
                     logger: database.logger)
+                var found = !families.isEmpty
                 for try await _ in deleted { found = true }
-                guard found else { return false }
+                guard found else { return nil }
                 _ = try await connection.query(
                     "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
-                return true
+                return families
             }
         }
     }
@@ -216,6 +217,28 @@ struct IdentityRepository: Sendable {
                 WHERE device_id = \(deviceID) AND revoked_at IS NULL
                 RETURNING id
                 """)
+    }
+
+    /// Families revoked after `since` (all users: this feeds `RevokedSessions`, not a response), or
+    /// in the last `window` seconds when `since` is nil, with the database's clock at the read.
+    func revocations(since: Date?, window: TimeInterval) async throws -> (polledAt: Date, revoked: [(UUID, Date)]) {
+        try await database.run { client in
+            // The outer row makes an answer with no revocation still carry the clock.
+            let rows = try await client.query("""
+                SELECT now(), f.id, f.revoked_at
+                FROM (VALUES (1)) AS poll (one)
+                LEFT JOIN refresh_families f
+                  ON f.revoked_at > coalesce(\(since), now() - make_interval(secs => \(window)))
+                """)
+            var polledAt: Date?
+            var revoked: [(UUID, Date)] = []
+            for try await (now, family, revokedAt) in rows.decode((Date, UUID?, Date?).self) {
+                polledAt = now
+                if let family, let revokedAt { revoked.append((family, revokedAt)) }
+            }
+            guard let polledAt else { throw DatabaseUnavailable(reason: "revocation poll returned no row") }
+            return (polledAt, revoked)
+        }
     }
 
     /// Runs a statement with `RETURNING` and counts the rows it touched.

@@ -85,6 +85,9 @@ struct LoginTests {
 
             let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(access)"])
             #expect(logout.status == .noContent)
+            // The logged-out session's access token is refused at once, not when it expires.
+            let afterLogoutMe = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(access)"])
+            #expect(afterLogoutMe.status == .unauthorized && afterLogoutMe.errorCode == "invalid_token")
             let afterLogout = try await client.execute(
                 uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
                 body: ByteBuffer(string: #"{"refresh_token":"\#(newRefresh)","device_id":"iphone-e2e-01"}"#))
@@ -343,6 +346,11 @@ struct DeviceTests {
             #expect((list.json["items"] as? [[String: Any]])?.map { $0["device_id"] as? String } == ["alice-tablet-1"])
             for (pair, device, expected) in [(alicePhone, "alice-phone-1", "session_revoked"), (bobPhone, "bob-phone-01", nil)] {
                 #expect(try await Self.refresh(pair, on: device, with: client).errorCode == expected)
+            }
+            // The lost phone's access token is refused at once; the other sessions keep theirs.
+            for (pair, expected) in [(alicePhone, HTTPResponse.Status.unauthorized), (aliceTablet, .ok), (bobPhone, .ok)] {
+                let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(pair.accessToken)"])
+                #expect(me.status == expected)
             }
         }
         let tokens = try await database.withClient { client in

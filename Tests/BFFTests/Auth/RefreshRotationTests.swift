@@ -82,15 +82,20 @@ struct RefreshRotationTests {
     func reuseAfterIntervalRevokes() async throws {
         let pair = try await login()
         let app = try await makeTestApp(
-            database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1"])
+            database: database,
+            environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1", "BFF_REVOCATION_POLL_INTERVAL": "1"])
         try await app.test(.live) { client in
             let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             let child = try #require(first.json["refresh_token"] as? String)
+            let childAccess = try #require(first.json["access_token"] as? String)
             try await Task.sleep(for: .milliseconds(2100))
             let reused = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(reused.status == .unauthorized && reused.errorCode == "refresh_reused")
             let childAfter = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(child))
             #expect(childAfter.status == .unauthorized && childAfter.errorCode == "session_revoked")
+            // The thief's access token too, once the next poll has read the revocation.
+            let refusedAfter = try await client.secondsUntilRefused(childAccess)
+            #expect(refusedAfter != nil, "the revoked family's access token was still accepted after 5 s")
         }
         let reason = try await database.withClient { client in
             let rows = try await client.query("SELECT revoked_reason FROM refresh_families WHERE device_id = \(Self.device) AND revoked_at IS NOT NULL")

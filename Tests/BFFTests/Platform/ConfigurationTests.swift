@@ -19,6 +19,7 @@ struct ConfigurationTests {
         #expect(configuration.bodyLimit == 65_536)
         #expect(configuration.corsOrigins == ["https://app.example.com"])
         #expect(configuration.accessTTL == 900 && configuration.refreshTTL == 2_592_000)
+        #expect(configuration.revocationPollInterval == 5)
         #expect(configuration.database.host == "db.internal" && configuration.database.port == 6543)
         #expect(configuration.database.password == "secret" && configuration.database.tls == .require)
     }
@@ -31,6 +32,8 @@ struct ConfigurationTests {
         ("BFF_HTTP_PORT", "eighty"),
         ("BFF_OIDC_ISSUER", "not a url"),
         ("BFF_LOG_LEVEL", "loud"),
+        ("BFF_REVOCATION_POLL_INTERVAL", "0"),
+        ("BFF_REVOCATION_POLL_INTERVAL", "61"),
     ])
     func namesTheVariable(variable: String, value: String?) {
         var environment = valid

@@ -2,6 +2,7 @@ import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import Testing
 @testable import BFF
 
 /// A signed-in learner for HTTP tests: a real token pair made by `bff auth issue`'s code path.
@@ -27,5 +28,25 @@ extension TestClientProtocol {
         var headers = learner.headers
         headers.append(contentsOf: extra)
         return try await execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })
+    }
+}
+
+extension TestClientProtocol {
+    /// Seconds until `GET /api/v1/me` refuses `accessToken` (401), asking every 100 ms; nil when it
+    /// is still accepted after `limit`.
+    func secondsUntilRefused(_ accessToken: String, limit: Duration = .seconds(5)) async throws -> Double? {
+        let clock = ContinuousClock()
+        let start = clock.now
+        while clock.now - start < limit {
+            let me = try await execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(accessToken)"])
+            if me.status == .unauthorized {
+                #expect(me.errorCode == "invalid_token")
+                let elapsed = (clock.now - start).components
+                return Double(elapsed.seconds) + Double(elapsed.attoseconds) / 1e18
+            }
+            #expect(me.status == .ok)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        return nil
     }
 }

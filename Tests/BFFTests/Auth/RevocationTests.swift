@@ -1,0 +1,87 @@
+import Foundation
+import HummingbirdTesting
+import PostgresNIO
+import Testing
+@testable import BFF
+
+@Suite("Revoked sessions' access tokens")
+struct RevocationTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    private func signIn() async throws -> (user: UUID, pair: Commands.IssuedPair) {
+        let user = UUID()
+        let pair = try await Commands.issueToken(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]),
+            userID: user, deviceID: "device-\(user.uuidString.prefix(8))", scopes: AccessTokens.allScopes)
+        return (user, pair)
+    }
+
+    /// What an operator command or another replica does: the database only, nothing in this process.
+    private static func revoke(_ user: UUID, on connection: PostgresConnection) async throws {
+        _ = try await connection.query(
+            "UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'operator' WHERE user_id = \(user)",
+            logger: Logger(label: "test"))
+    }
+
+    @Test("a session revoked before start-up is refused from the first request; one revoked elsewhere while running, within a poll")
+    func revokedElsewhere() async throws {
+        let early = try await signIn(), later = try await signIn(), untouched = try await signIn()
+        try await database.withClient { client in
+            try await client.withConnection { try await Self.revoke(early.user, on: $0) }
+        }
+        let app = try await makeTestApp(database: database, environment: ["BFF_REVOCATION_POLL_INTERVAL": "1"])
+        try await app.test(.router) { client in
+            let first = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(early.pair.accessToken)"])
+            #expect(first.status == .unauthorized && first.errorCode == "invalid_token")
+            try await database.withClient { client in
+                try await client.withConnection { try await Self.revoke(later.user, on: $0) }
+            }
+            let seconds = try await client.secondsUntilRefused(later.pair.accessToken)
+            #expect(seconds.map { $0 < 3 } == true, "refused after \(seconds.map { "\($0) s" } ?? "never")")
+            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(untouched.pair.accessToken)"])
+            #expect(me.status == .ok)
+        }
+    }
+
+    @Test("a revocation committed after the polls that began once it was stamped is still found")
+    func lateCommit() async throws {
+        let slow = try await signIn()
+        let app = try await makeTestApp(database: database, environment: ["BFF_REVOCATION_POLL_INTERVAL": "1"])
+        try await app.test(.router) { client in
+            try await database.withClient { client in
+                try await client.withTransaction(logger: Logger(label: "test")) { connection in
+                    try await Self.revoke(slow.user, on: connection)
+                    // Two polls run while the revocation, stamped with the transaction's start, is not
+                    // yet visible; each moves the next poll's start past that stamp.
+                    try await Task.sleep(for: .milliseconds(2500))
+                }
+            }
+            let seconds = try await client.secondsUntilRefused(slow.pair.accessToken)
+            #expect(seconds.map { $0 < 3 } == true, "refused after \(seconds.map { "\($0) s" } ?? "never")")
+        }
+    }
+
+    @Test("the set keeps a family as long as a token of it can live, and a poll never moves its start back")
+    func retention() {
+        let sessions = RevokedSessions(accessTokenLifetime: 900)
+        #expect(sessions.retention == 1020)
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let (old, recent, local) = (UUID(), UUID(), UUID())
+        #expect(sessions.nextPollStart(overlap: 300) == nil)
+        sessions.merge([(old, now.addingTimeInterval(-1021)), (recent, now.addingTimeInterval(-100))], polledAt: now)
+        #expect(!sessions.contains(old) && sessions.contains(recent))
+        #expect(sessions.nextPollStart(overlap: 300) == now.addingTimeInterval(-300))
+        sessions.record([local], at: now.addingTimeInterval(5))
+        #expect(sessions.contains(local) && sessions.count == 2)
+        sessions.merge([], polledAt: now.addingTimeInterval(-60))
+        #expect(sessions.nextPollStart(overlap: 300) == now.addingTimeInterval(-300))
+        sessions.merge([], polledAt: now.addingTimeInterval(1000))
+        #expect(!sessions.contains(recent) && sessions.contains(local))
+        sessions.merge([], polledAt: now.addingTimeInterval(1026))
+        #expect(sessions.count == 0)
+    }
+}
