@@ -1,4 +1,4 @@
--- Every replica reads the families revoked since its last read, every few seconds
+-- Every replica reads the families revoked within the last access-token lifetime, every few seconds
 -- (RevocationWatcher), so that a revoked session's access tokens are refused before they expire.
 -- Partial: most families are never revoked, and only revoked ones are read by time.
 --

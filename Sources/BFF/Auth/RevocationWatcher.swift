@@ -4,8 +4,13 @@ import Metrics
 import ServiceLifecycle
 
 /// Keeps `RevokedSessions` current: every `BFF_REVOCATION_POLL_INTERVAL` seconds it reads the
-/// families revoked since the last read, whoever revoked them (another replica, reuse detection in
-/// the refresh statement, back-channel logout, an operator command, the web product).
+/// families revoked within the retention window, whoever revoked them (another replica, reuse
+/// detection in the refresh statement, back-channel logout, an operator command, the web product).
+///
+/// Each poll reads the whole window rather than what is new since the last one. A revocation is
+/// stamped with its transaction's start but seen only once committed, and that can be much later
+/// (a lock wait, an operator's open transaction); a poll that started from the previous one's time
+/// would miss it for good.
 ///
 /// While the database cannot be read, the set keeps what it had: a revocation made meanwhile takes
 /// effect at the first poll that succeeds, and the token expires in any case.
@@ -16,11 +21,6 @@ struct RevocationWatcher: Service {
     let logger: Logger
     private let failures = Counter(label: "bff_revocation_poll_failures_total")
 
-    /// How far each poll reaches back before the previous one. A revocation is stamped with its
-    /// transaction's start and seen only once committed; the revoking transactions are a few short
-    /// statements, each bounded by `BFF_DATABASE_TIMEOUT` (at most 120 s).
-    static let overlap: TimeInterval = 300
-
     init(dependencies: AppDependencies) {
         revoked = dependencies.revokedSessions
         identity = IdentityRepository(database: dependencies.database)
@@ -30,9 +30,7 @@ struct RevocationWatcher: Service {
 
     /// One read; throws when the database cannot be read.
     func poll() async throws {
-        let (polledAt, families) = try await identity.revocations(
-            since: revoked.nextPollStart(overlap: Self.overlap), window: revoked.retention)
-        revoked.merge(families, polledAt: polledAt)
+        revoked.replacePolled(with: try await identity.revokedFamilies(within: revoked.retention))
     }
 
     func run() async throws {
@@ -56,7 +54,7 @@ struct RevocationWatcher: Service {
                 // Once per outage, not every few seconds: the pool already logs the outage itself.
                 if !failing {
                     failing = true
-                    logger.warning("revocation poll failed; revoked sessions are refused again once it succeeds",
+                    logger.warning("revocation poll failed; sessions revoked from now on are not refused until a poll succeeds",
                                    metadata: ["error": .string(LoggableError.describe(error))])
                 }
             }
