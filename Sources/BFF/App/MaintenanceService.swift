@@ -2,7 +2,7 @@ import Logging
 import ServiceLifecycle
 
 /// Housekeeping that keeps BFF-owned tables small, once a minute: expired rate-limit keys, logins,
-/// remembered logout tokens and idempotency keys.
+/// remembered logout tokens, refresh tokens and their sessions, and idempotency keys.
 struct MaintenanceService: Service {
     let dependencies: AppDependencies
 
@@ -16,6 +16,7 @@ struct MaintenanceService: Service {
             do {
                 try await limiter.purgeExpired()
                 try await identity.purgeExpiredLogins()
+                try await identity.purgeSpentSessions()
                 try await ChatCreation.purgeExpiredKeys(database: dependencies.database)
             } catch {
                 if Task.isCancelled { return }

@@ -62,6 +62,42 @@ struct IdentityRepository: Sendable {
         }
     }
 
+    /// How long after it expires a refresh token is kept: presented meanwhile, it is answered
+    /// `refresh_expired` (sign in again) rather than `invalid_refresh_token`.
+    static let spentTokenGrace: TimeInterval = 7 * 86_400
+
+    /// Deletes refresh tokens `spentTokenGrace` after they expire, with their family once it has
+    /// no other token, in batches of 5,000 so that each stays well inside the database deadline.
+    /// Nothing is lost: an expired token is refused before reuse detection looks at it, so it can no
+    /// longer revoke anything, and a family whose tokens all expired can issue nothing (its access
+    /// tokens expired long before). Its row goes with them, as the learner's privacy asks.
+    func purgeSpentSessions() async throws {
+        let grace = Self.spentTokenGrace
+        while try await database.run({ client in
+            // The families are deleted first (their tokens by cascade), as a refresh locks them first.
+            let rows = try await client.query("""
+                WITH spent AS (
+                    SELECT token_hash, family_id FROM refresh_tokens
+                    WHERE expires_at < now() - make_interval(secs => \(grace))
+                    LIMIT 5000
+                ), emptied AS (
+                    DELETE FROM refresh_families f
+                    WHERE f.id IN (SELECT family_id FROM spent)
+                      AND NOT EXISTS (SELECT 1 FROM refresh_tokens t
+                                      WHERE t.family_id = f.id AND t.expires_at >= now() - make_interval(secs => \(grace)))
+                    RETURNING f.id
+                ), deleted AS (
+                    DELETE FROM refresh_tokens t USING spent s
+                    WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
+                    RETURNING 1
+                )
+                SELECT (SELECT count(*) FROM spent)::int, (SELECT count(*) FROM deleted)::int
+                """)
+            for try await (spent, _) in rows.decode((Int, Int).self) { return spent == 5000 }
+            return false
+        }) {}
+    }
+
     /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.
     func upsertUser(issuer: String, subject: String, email: String?, displayName: String?) async throws -> UserRecord {
         try await database.run { client in

@@ -1,0 +1,10 @@
+-- The maintenance pass deletes refresh tokens a week after they expire, and then the families
+-- left without a token (IdentityRepository.purgeSpentSessions). Until now nothing did: every
+-- rotation adds a row, so refresh_tokens grew by a row per active learner every 15 minutes,
+-- for good. This index lets each batch find the expired tokens without reading the table.
+--
+-- Building the index locks refresh_tokens against writes (rotations); waiting longer than 5 s
+-- for that lock fails the migration (run it again) rather than queueing every refresh behind it.
+SET LOCAL lock_timeout = '5s';
+
+CREATE INDEX refresh_tokens_expires_idx ON refresh_tokens (expires_at);
