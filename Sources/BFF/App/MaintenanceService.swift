@@ -13,14 +13,23 @@ struct MaintenanceService: Service {
         // when one fails (the port is taken, say), and a loop that swallowed it spun at full CPU, logging,
         // instead of letting the process exit.
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            do {
-                try await limiter.purgeExpired()
-                try await identity.purgeExpiredLogins()
-                try await identity.purgeSpentSessions()
-                try await ChatCreation.purgeExpiredKeys(database: dependencies.database)
-            } catch {
-                if Task.isCancelled { return }
-                dependencies.logger.notice("maintenance pass failed", metadata: ["error": .string(LoggableError.describe(error))])
+            // Each purge on its own: one that fails (its table locked by a migration, say) must not
+            // stop the others.
+            let purges: [(String, @Sendable () async throws -> Void)] = [
+                ("rate limits", limiter.purgeExpired),
+                ("logins", identity.purgeExpiredLogins),
+                ("refresh tokens", { try await identity.purgeSpentSessions() }),
+                ("idempotency keys", { [database = dependencies.database] in try await ChatCreation.purgeExpiredKeys(database: database) }),
+            ]
+            for (name, purge) in purges {
+                do {
+                    try await purge()
+                } catch {
+                    if Task.isCancelled { return }
+                    dependencies.logger.notice("maintenance purge failed", metadata: [
+                        "purge": .string(name), "error": .string(LoggableError.describe(error)),
+                    ])
+                }
             }
             do {
                 try await gracefulShutdownAwareSleep(for: .seconds(60))

@@ -1,5 +1,6 @@
 import Foundation
 import PostgresNIO
+import ServiceLifecycle
 
 /// A one-time login between `/auth/start` and `/auth/callback`; the verifier never leaves the server.
 struct PendingLogin: Sendable {
@@ -66,36 +67,48 @@ struct IdentityRepository: Sendable {
     /// `refresh_expired` (sign in again) rather than `invalid_refresh_token`.
     static let spentTokenGrace: TimeInterval = 7 * 86_400
 
-    /// Deletes refresh tokens `spentTokenGrace` after they expire, with their family once it has
-    /// no other token, in batches of 5,000 so that each stays well inside the database deadline.
+    /// Arbitrary, fixed: the transaction-level advisory lock a purge batch takes, so that replicas
+    /// take turns instead of all waiting on the same 5,000 rows.
+    static let purgeLockKey: Int64 = 0x0BFF_0002
+
+    /// Deletes refresh tokens `spentTokenGrace` after they expire, oldest first, and a family once
+    /// all of its tokens are that old; at most `maxBatches` statements of at most 5,000 rows each.
     /// Nothing is lost: an expired token is refused before reuse detection looks at it, so it can no
     /// longer revoke anything, and a family whose tokens all expired can issue nothing (its access
     /// tokens expired long before). Its row goes with them, as the learner's privacy asks.
-    func purgeSpentSessions() async throws {
+    func purgeSpentSessions(maxBatches: Int = 20) async throws {
         let grace = Self.spentTokenGrace
-        while try await database.run({ client in
-            // The families are deleted first (their tokens by cascade), as a refresh locks them first.
-            let rows = try await client.query("""
-                WITH spent AS (
-                    SELECT token_hash, family_id FROM refresh_tokens
-                    WHERE expires_at < now() - make_interval(secs => \(grace))
-                    LIMIT 5000
-                ), emptied AS (
-                    DELETE FROM refresh_families f
-                    WHERE f.id IN (SELECT family_id FROM spent)
-                      AND NOT EXISTS (SELECT 1 FROM refresh_tokens t
-                                      WHERE t.family_id = f.id AND t.expires_at >= now() - make_interval(secs => \(grace)))
-                    RETURNING f.id
-                ), deleted AS (
-                    DELETE FROM refresh_tokens t USING spent s
-                    WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
-                    RETURNING 1
-                )
-                SELECT (SELECT count(*) FROM spent)::int, (SELECT count(*) FROM deleted)::int
-                """)
-            for try await (spent, _) in rows.decode((Int, Int).self) { return spent == 5000 }
-            return false
-        }) {}
+        for _ in 0..<maxBatches {
+            let full = try await database.run { client in
+                // A family is deleted only in the batch holding all of its remaining tokens, so its
+                // cascade stays inside the batch. Families go first (their tokens by cascade), the
+                // order in which a refresh locks. A replica that finds the lock taken does nothing.
+                let rows = try await client.query("""
+                    WITH turn AS (
+                        SELECT pg_try_advisory_xact_lock(\(Self.purgeLockKey)) AS ours
+                    ), spent AS (
+                        SELECT token_hash, family_id FROM refresh_tokens
+                        WHERE (SELECT ours FROM turn) AND expires_at < now() - make_interval(secs => \(grace))
+                        ORDER BY expires_at
+                        LIMIT 5000
+                    ), emptied AS (
+                        DELETE FROM refresh_families f
+                        WHERE f.id IN (SELECT family_id FROM spent)
+                          AND NOT EXISTS (SELECT 1 FROM refresh_tokens t
+                                          WHERE t.family_id = f.id AND t.token_hash NOT IN (SELECT token_hash FROM spent))
+                        RETURNING f.id
+                    ), deleted AS (
+                        DELETE FROM refresh_tokens t USING spent s
+                        WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
+                        RETURNING 1
+                    )
+                    SELECT (SELECT count(*) FROM spent)::int, (SELECT count(*) FROM deleted)::int
+                    """)
+                for try await (spent, _) in rows.decode((Int, Int).self) { return spent == 5000 }
+                return false
+            }
+            if !full || Task.isCancelled || Task.isShuttingDownGracefully { return }
+        }
     }
 
     /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.

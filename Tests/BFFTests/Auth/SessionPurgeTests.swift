@@ -43,37 +43,61 @@ struct SessionPurgeTests {
         return (-1, -1)
     }
 
-    @Test("tokens a week past expiry go, in batches; a family goes with its last token; live sessions still refresh")
+    @Test("tokens a week past expiry go, oldest first in batches; a family goes once all its tokens are that old; live sessions still refresh")
     func purge() async throws {
-        let live = try await signIn("purge-live-1"), dead = try await signIn("purge-dead-1"), recent = try await signIn("purge-recent")
-        let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 1)))
-        let counts = try await Commands.withDatabase(pool.client) { client in
-            // The live family: 12,000 rotated tokens past the grace (three batches), 2 within it, its head.
+        let live = try await signIn("purge-live-1"), dead = try await signIn("purge-dead-1")
+        let expiring = try await signIn("purge-expiring"), recent = try await signIn("purge-recent")
+        let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2)))
+        let (held, counts) = try await Commands.withDatabase(pool.client) { client in
+            // The live family: 12,000 rotated tokens past the grace, 2 within it, and its head.
             try await Self.addSpentTokens(12_000, expiredDaysAgo: 8, user: live.user, on: client)
             try await Self.addSpentTokens(2, expiredDaysAgo: 3, user: live.user, on: client)
-            // The dead family: its head expired past the grace too.
-            try await Self.addSpentTokens(3, expiredDaysAgo: 9, user: dead.user, on: client)
-            _ = try await client.query("""
-                UPDATE refresh_tokens t SET issued_at = now() - interval '40 days', expires_at = now() - interval '10 days'
-                FROM refresh_families f WHERE f.id = t.family_id AND f.user_id = \(dead.user) AND t.used_at IS NULL
-                """)
-            _ = try await client.query(
-                "UPDATE refresh_families SET created_at = now() - interval '40 days' WHERE user_id IN (\(live.user), \(dead.user))")
+            // The dead family: 6,000 tokens and its head past the grace, more than one batch holds,
+            // so its last tokens and the family go in a later batch than its first ones.
+            try await Self.addSpentTokens(6_000, expiredDaysAgo: 9, user: dead.user, on: client)
+            try await Self.expireHead(of: dead.user, daysAgo: 10, on: client)
+            // Its head expired within the grace: the family stays, only its old tokens go.
+            try await Self.addSpentTokens(3, expiredDaysAgo: 8, user: expiring.user, on: client)
+            try await Self.expireHead(of: expiring.user, daysAgo: 3, on: client)
             try await Self.addSpentTokens(1, expiredDaysAgo: 6, user: recent.user, on: client)
+            let everyone = [live.user, dead.user, expiring.user, recent.user]
 
+            // Another replica's turn: this one deletes nothing.
+            let held = try await client.withTransaction(logger: Logger(label: "test")) { connection in
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(IdentityRepository.purgeLockKey))", logger: Logger(label: "test"))
+                try await IdentityRepository(database: pool).purgeSpentSessions()
+                var counts: [Int] = []
+                for user in everyone { counts.append(try await Self.tokens(of: user, on: client).tokens) }
+                return counts
+            }
             try await IdentityRepository(database: pool).purgeSpentSessions()
-            return [try await Self.tokens(of: live.user, on: client), try await Self.tokens(of: dead.user, on: client),
-                    try await Self.tokens(of: recent.user, on: client)]
+            var counts: [(families: Int, tokens: Int)] = []
+            for user in everyone { counts.append(try await Self.tokens(of: user, on: client)) }
+            return (held, counts)
         }
-        #expect(counts.map(\.families) == [1, 0, 1])
-        #expect(counts.map(\.tokens) == [3, 0, 2])
+        #expect(held == [12_003, 6_001, 4, 2])
+        #expect(counts.map(\.families) == [1, 0, 1, 1])
+        #expect(counts.map(\.tokens) == [3, 0, 1, 2])
 
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
         try await app.test(.router) { client in
-            let refreshed = try await client.execute(
-                uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
-                body: ByteBuffer(string: #"{"refresh_token":"\#(live.pair.refreshToken)","device_id":"purge-live-1"}"#))
-            #expect(refreshed.status == .ok, "\(refreshed.text)")
+            for (session, device, expected) in [
+                (live, "purge-live-1", nil), (expiring, "purge-expiring", "refresh_expired"), (dead, "purge-dead-1", "invalid_refresh_token"),
+            ] {
+                let refreshed = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(session.pair.refreshToken)","device_id":"\#(device)"}"#))
+                #expect(refreshed.errorCode == expected, "\(device): \(refreshed.text)")
+                #expect(refreshed.status == (expected == nil ? .ok : .unauthorized))
+            }
         }
+    }
+
+    private static func expireHead(of user: UUID, daysAgo: Int, on client: PostgresClient) async throws {
+        _ = try await client.query("""
+            UPDATE refresh_tokens t SET issued_at = now() - make_interval(days => \(daysAgo)::int + 30),
+                                        expires_at = now() - make_interval(days => \(daysAgo)::int)
+            FROM refresh_families f WHERE f.id = t.family_id AND f.user_id = \(user) AND t.used_at IS NULL
+            """)
     }
 }
