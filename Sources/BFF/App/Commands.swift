@@ -59,9 +59,10 @@ public enum Commands {
         try await withThrowingTaskGroup(of: Result?.self) { group in
             // A lease taken before `run()` has begun still works, but postgres-nio logs a warning
             // for it, which every `bff migrate` printed. Each task signals just before it enters
-            // `run()`, which marks the client running before its first suspension. The body, woken
-            // by the last signal, has far more to do before it leases than that task has left; a
-            // task preempted in between costs only the warning.
+            // `run()`, which marks the client running before its first suspension. A task the
+            // system preempts between the two lets the body lease first (one in a few hundred
+            // under a loaded test run), so the body also waits 10 ms, longer than a time slice; a
+            // command pays that once. Losing anyway costs only the warning.
             let (entering, signal) = AsyncStream.makeStream(of: Void.self)
             for client in clients {
                 group.addTask {
@@ -76,6 +77,7 @@ public enum Commands {
                 waiting -= 1
                 if waiting == 0 { break }
             }
+            try await Task.sleep(for: .milliseconds(10))
             return try await body()
         }
     }
