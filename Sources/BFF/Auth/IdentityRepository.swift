@@ -100,11 +100,10 @@ struct IdentityRepository: Sendable {
                     ), deleted AS (
                         DELETE FROM refresh_tokens t USING spent s
                         WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
-                        RETURNING 1
                     )
-                    SELECT (SELECT count(*) FROM spent)::int, (SELECT count(*) FROM deleted)::int
+                    SELECT count(*)::int FROM spent
                     """)
-                for try await (spent, _) in rows.decode((Int, Int).self) { return spent == 5000 }
+                for try await spent in rows.decode(Int.self) { return spent == 5000 }
                 return false
             }
             if !full || Task.isCancelled || Task.isShuttingDownGracefully { return }
