@@ -1,6 +1,5 @@
 import Foundation
 import PostgresNIO
-import ServiceLifecycle
 
 /// A one-time login between `/auth/start` and `/auth/callback`; the verifier never leaves the server.
 struct PendingLogin: Sendable {
@@ -72,41 +71,38 @@ struct IdentityRepository: Sendable {
     static let purgeLockKey: Int64 = 0x0BFF_0002
 
     /// Deletes refresh tokens `spentTokenGrace` after they expire, oldest first, and a family once
-    /// all of its tokens are that old; at most `maxBatches` statements of at most 5,000 rows each.
+    /// all of its tokens are that old, in batches of 5,000 (`Database.inBatches`).
     /// Nothing is lost: an expired token is refused before reuse detection looks at it, so it can no
     /// longer revoke anything, and a family whose tokens all expired can issue nothing (its access
     /// tokens expired long before). Its row goes with them, as the learner's privacy asks.
-    func purgeSpentSessions(maxBatches: Int = 20) async throws {
+    func purgeSpentSessions() async throws {
         let grace = Self.spentTokenGrace
-        for _ in 0..<maxBatches {
-            let full = try await database.run { client in
-                // A family is deleted only in the batch holding all of its remaining tokens, so its
-                // cascade stays inside the batch. Families go first (their tokens by cascade), the
-                // order in which a refresh locks. A replica that finds the lock taken does nothing.
-                let rows = try await client.query("""
-                    WITH turn AS (
-                        SELECT pg_try_advisory_xact_lock(\(Self.purgeLockKey)) AS ours
-                    ), spent AS (
-                        SELECT token_hash, family_id FROM refresh_tokens
-                        WHERE (SELECT ours FROM turn) AND expires_at < now() - make_interval(secs => \(grace))
-                        ORDER BY expires_at
-                        LIMIT 5000
-                    ), emptied AS (
-                        DELETE FROM refresh_families f
-                        WHERE f.id IN (SELECT family_id FROM spent)
-                          AND NOT EXISTS (SELECT 1 FROM refresh_tokens t
-                                          WHERE t.family_id = f.id AND t.token_hash NOT IN (SELECT token_hash FROM spent))
-                        RETURNING f.id
-                    ), deleted AS (
-                        DELETE FROM refresh_tokens t USING spent s
-                        WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
-                    )
-                    SELECT count(*)::int FROM spent
-                    """)
-                for try await spent in rows.decode(Int.self) { return spent == 5000 }
-                return false
-            }
-            if !full || Task.isCancelled || Task.isShuttingDownGracefully { return }
+        try await database.inBatches(of: 5000) { client in
+            // A family is deleted only in the batch holding all of its remaining tokens, so its
+            // cascade stays inside the batch. Families go first (their tokens by cascade), the
+            // order in which a refresh locks. A replica that finds the lock taken does nothing.
+            let rows = try await client.query("""
+                WITH turn AS (
+                    SELECT pg_try_advisory_xact_lock(\(Self.purgeLockKey)) AS ours
+                ), spent AS (
+                    SELECT token_hash, family_id FROM refresh_tokens
+                    WHERE (SELECT ours FROM turn) AND expires_at < now() - make_interval(secs => \(grace))
+                    ORDER BY expires_at
+                    LIMIT 5000
+                ), emptied AS (
+                    DELETE FROM refresh_families f
+                    WHERE f.id IN (SELECT family_id FROM spent)
+                      AND NOT EXISTS (SELECT 1 FROM refresh_tokens t
+                                      WHERE t.family_id = f.id AND t.token_hash NOT IN (SELECT token_hash FROM spent))
+                    RETURNING f.id
+                ), deleted AS (
+                    DELETE FROM refresh_tokens t USING spent s
+                    WHERE t.token_hash = s.token_hash AND s.family_id NOT IN (SELECT id FROM emptied)
+                )
+                SELECT count(*)::int FROM spent
+                """)
+            for try await spent in rows.decode(Int.self) { return spent }
+            return 0
         }
     }
 

@@ -131,18 +131,19 @@ struct ChatCreation: Sendable {
 
     /// Housekeeping: keys past their lifetime (a create reclaims an expired key by itself; this keeps
     /// the table from growing with keys nobody retries).
-    /// In batches, each its own statement under the database deadline: the first pass after a long
-    /// time meets a backlog.
     static func purgeExpiredKeys(database: Database) async throws {
-        while try await database.run({ client in
-            var deleted = 0
-            for try await _ in try await client.query("""
-                DELETE FROM idempotency_keys WHERE ctid IN (
-                    SELECT ctid FROM idempotency_keys
-                    WHERE created_at < now() - make_interval(secs => \(keyLifetimeSeconds)) LIMIT 5000)
-                RETURNING 1
-                """) { deleted += 1 }
-            return deleted == 5000
-        }) {}
+        try await database.inBatches(of: 5000) { client in
+            let rows = try await client.query("""
+                WITH deleted AS (
+                    DELETE FROM idempotency_keys WHERE ctid IN (
+                        SELECT ctid FROM idempotency_keys
+                        WHERE created_at < now() - make_interval(secs => \(keyLifetimeSeconds)) LIMIT 5000)
+                    RETURNING 1
+                )
+                SELECT count(*)::int FROM deleted
+                """)
+            for try await deleted in rows.decode(Int.self) { return deleted }
+            return 0
+        }
     }
 }

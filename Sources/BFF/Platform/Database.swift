@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import ServiceLifecycle
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
 struct DatabaseUnavailable: Error, CustomStringConvertible {
@@ -91,6 +92,18 @@ public struct Database: Sendable {
             return try await withDeadline(timeout) { try await body(client) }
         } catch {
             throw Self.classify(error)
+        }
+    }
+
+    /// Housekeeping deletes in batches: runs `batch` (one statement covering at most `size` rows,
+    /// returning how many it covered) until one covers fewer, at most `maxBatches` times, and stops
+    /// early at shutdown. Each batch is its own statement under the deadline; a backlog drains over
+    /// several passes instead of holding one.
+    func inBatches(
+        of size: Int, maxBatches: Int = 20, _ batch: @escaping @Sendable (PostgresClient) async throws -> Int
+    ) async throws {
+        for _ in 0..<maxBatches {
+            guard try await run(batch) == size, !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
         }
     }
 
