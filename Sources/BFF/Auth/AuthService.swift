@@ -97,6 +97,7 @@ struct AuthService: Sendable {
                 token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60),
                 addressLimit: AppRequestContext.current?.deferredRateLimit)
         } catch let refusal as RefreshRefusal {
+            if let family = refusal.revokedFamily { revokedSessions.record([family]) }
             throw refusal.apiError
         } catch let limited as RefreshRateLimited {
             throw APIError.rateLimited(retryAfter: limited.retryAfter, subject: "refreshes for this session")
@@ -133,7 +134,8 @@ struct AuthService: Sendable {
             keepUntil: claims.iat.value.addingTimeInterval(OIDCClient.logoutTokenMaxAge + OIDCClient.leeway),
             subject: claims.sub?.value, idpSessionID: claims.sid)
         if let revoked {
-            logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked)])
+            revokedSessions.record(revoked)
+            logger.info("back-channel logout", metadata: ["families_revoked": .stringConvertible(revoked.count)])
         } else {
             logger.info("back-channel logout token already acted on")
         }

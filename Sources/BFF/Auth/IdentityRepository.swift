@@ -224,12 +224,12 @@ struct IdentityRepository: Sendable {
 
     /// Back-channel logout in one statement: remembers the token's `jti` and revokes the issuer's live
     /// families of `subject` (only those of `idpSessionID` when given) or, without a subject, those of
-    /// `idpSessionID`. Nil when the token was acted on before: then nothing is revoked again, so a
-    /// replay cannot end the sessions begun since. A failure leaves the token unremembered.
+    /// `idpSessionID`; returns the families it revoked. Nil when the token was acted on before: then
+    /// nothing is revoked again, so a replay cannot end the sessions begun since. A failure leaves the token unremembered.
     /// Families begun after the token was issued are left alone: a first delivery that arrives late
     /// (the provider retries after an outage) must not end a session the user started since.
     func backchannelLogout(issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
-                           idpSessionID: String?) async throws -> Int? {
+                           idpSessionID: String?) async throws -> [UUID]? {
         try await database.run { client in
             let rows = try await client.query("""
                 WITH first_delivery AS (
@@ -246,9 +246,9 @@ struct IdentityRepository: Sendable {
                       AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
                     RETURNING f.id
                 )
-                SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT count(*) FROM revoked)::int
+                SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT coalesce(array_agg(id), '{}') FROM revoked)
                 """)
-            for try await (first, revoked) in rows.decode((Int, Int).self) { return first == 1 ? revoked : nil }
+            for try await (first, revoked) in rows.decode((Int, [UUID]).self) { return first == 1 ? revoked : nil }
             throw DatabaseUnavailable(reason: "back-channel logout returned no row")
         }
     }

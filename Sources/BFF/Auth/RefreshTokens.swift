@@ -5,7 +5,17 @@ import PostgresNIO
 
 /// Why a refresh was refused; each maps to the contract's 401 code.
 enum RefreshRefusal: Error, Equatable {
-    case unknown, expired, revoked, reused, deviceMismatch
+    case unknown, expired, revoked
+    /// The statement revoked `family` on the spot.
+    case reused(family: UUID), deviceMismatch(family: UUID)
+
+    /// The family this refusal revoked, whose access tokens must stop working too.
+    var revokedFamily: UUID? {
+        switch self {
+        case .reused(let family), .deviceMismatch(let family): family
+        case .unknown, .expired, .revoked: nil
+        }
+    }
 
     var apiError: APIError {
         switch self {
@@ -131,11 +141,14 @@ struct RefreshTokenStore: Sendable {
         case "expired": throw RefreshRefusal.expired
         case "revoked": throw RefreshRefusal.revoked
         case "reused", "device_mismatch":
+            guard let familyID = row.familyID else {
+                throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring revoked a family it did not name")
+            }
             logger.warning("security: refresh token family revoked", metadata: [
                 "event": .string(row.outcome == "reused" ? "refresh_reuse_detected" : "refresh_device_mismatch"),
-                "family_id": .string(row.familyID?.uuidString ?? "-"),
+                "family_id": .string(familyID.uuidString),
             ])
-            throw row.outcome == "reused" ? RefreshRefusal.reused : RefreshRefusal.deviceMismatch
+            throw row.outcome == "reused" ? RefreshRefusal.reused(family: familyID) : RefreshRefusal.deviceMismatch(family: familyID)
         default:
             throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned outcome \(row.outcome)")
         }

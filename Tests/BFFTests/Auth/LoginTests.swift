@@ -68,7 +68,7 @@ struct LoginTests {
             let again = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
             #expect(again.status == .badRequest && again.errorCode == "invalid_state")
 
-            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(access)"])
+            let me = try await client.me(access)
             #expect(me.status == .ok)
             #expect(me.json["email"] as? String == "student-e2e")
 
@@ -86,7 +86,7 @@ struct LoginTests {
             let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(access)"])
             #expect(logout.status == .noContent)
             // The logged-out session's access token is refused at once, not when it expires.
-            let afterLogoutMe = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(access)"])
+            let afterLogoutMe = try await client.me(access)
             #expect(afterLogoutMe.status == .unauthorized && afterLogoutMe.errorCode == "invalid_token")
             let afterLogout = try await client.execute(
                 uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
@@ -221,10 +221,12 @@ struct IDTokenTests {
         }
     }
 
-    @Test("back-channel logout: a valid logout token revokes the user's sessions; an invalid one is 400 and changes nothing")
+    @Test("back-channel logout: a valid logout token revokes the user's sessions and their access tokens; an invalid one is 400 and changes nothing")
     func backchannelLogout() async throws {
         try await LocalIdP().serve { [database] idp in
-            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            // A poll a minute away: the access token below must end by the local record alone.
+            let app = try await makeTestApp(
+                database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer, "BFF_REVOCATION_POLL_INTERVAL": "60"])
             let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
             try await app.test(.live) { client in
                 let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-5678&redirect_uri=\(LoginTests.redirect)", method: .get)
@@ -255,6 +257,8 @@ struct IDTokenTests {
                     body: ByteBuffer(string: #"{"refresh_token":"\#(refresh)","device_id":"android-5678"}"#))
                 #expect(stillValid.status == .ok)
                 let child = try #require(stillValid.json["refresh_token"] as? String)
+                let childAccess = try #require(stillValid.json["access_token"] as? String)
+                #expect(try await client.me(childAccess).status == .ok)
 
                 let logoutToken = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl", sid: "idp-session-1"))
                 let accepted = try await client.execute(
@@ -265,6 +269,7 @@ struct IDTokenTests {
                     uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
                     body: ByteBuffer(string: #"{"refresh_token":"\#(child)","device_id":"android-5678"}"#))
                 #expect(revoked.errorCode == "session_revoked")
+                #expect(try await client.me(childAccess).status == .unauthorized)
 
                 // A sub-only token ends every session of the user once; replayed, it ends none of
                 // those begun since. A token older than the maximum age (a day) is refused.
@@ -349,7 +354,7 @@ struct DeviceTests {
             }
             // The lost phone's access token is refused at once; the other sessions keep theirs.
             for (pair, expected) in [(alicePhone, HTTPResponse.Status.unauthorized), (aliceTablet, .ok), (bobPhone, .ok)] {
-                let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(pair.accessToken)"])
+                let me = try await client.me(pair.accessToken)
                 #expect(me.status == expected)
             }
         }

@@ -36,14 +36,14 @@ struct RevocationTests {
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_REVOCATION_POLL_INTERVAL": "1"])
         try await app.test(.router) { client in
-            let first = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(early.pair.accessToken)"])
+            let first = try await client.me(early.pair.accessToken)
             #expect(first.status == .unauthorized && first.errorCode == "invalid_token")
             try await database.withClient { client in
                 try await client.withConnection { try await Self.revoke(later.user, on: $0) }
             }
             let seconds = try await client.secondsUntilRefused(later.pair.accessToken)
             #expect(seconds.map { $0 < 4 } == true, "refused after \(seconds.map { "\($0) s" } ?? "never")")
-            let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(untouched.pair.accessToken)"])
+            let me = try await client.me(untouched.pair.accessToken)
             #expect(me.status == .ok)
         }
     }
@@ -81,7 +81,7 @@ struct RevocationTests {
         let app = try await makeTestApp(database: database)
         try await app.test(.router) { client in
             for (session, expected) in [(inside, HTTPResponse.Status.unauthorized), (outside, .ok)] {
-                let me = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(session.pair.accessToken)"])
+                let me = try await client.me(session.pair.accessToken)
                 #expect(me.status == expected)
             }
         }

@@ -32,13 +32,18 @@ extension TestClientProtocol {
 }
 
 extension TestClientProtocol {
+    /// `GET /api/v1/me` with `accessToken`.
+    func me(_ accessToken: String) async throws -> TestResponse {
+        try await execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(accessToken)"])
+    }
+
     /// Seconds until `GET /api/v1/me` refuses `accessToken` (401), asking every 100 ms; nil when it
     /// is still accepted after `limit`.
     func secondsUntilRefused(_ accessToken: String, limit: Duration = .seconds(5)) async throws -> Double? {
         let clock = ContinuousClock()
         let start = clock.now
         while clock.now - start < limit {
-            let me = try await execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(accessToken)"])
+            let me = try await me(accessToken)
             if me.status == .unauthorized {
                 #expect(me.errorCode == "invalid_token")
                 let elapsed = (clock.now - start).components
