@@ -154,7 +154,7 @@ public struct AccessTokens: Sendable {
             guard FlatJSONReader.read(UnsafeBufferPointer(rebasing: scratch[..<claimsCount]), { claims.take($0, $1) }) else {
                 throw InvalidAccessToken(reason: "malformed claims")
             }
-            return try claims.principal(issuer: issuer, audience: audience, now: now.timeIntervalSince1970)
+            return try claims.principal(issuer: issuer, audience: audience, lifetime: lifetime, now: now.timeIntervalSince1970)
         }
     }
 
@@ -227,11 +227,14 @@ public struct AccessTokens: Sendable {
             return true
         }
 
-        func principal(issuer: String, audience: String, now: Double) throws -> Principal {
+        /// A token lives no longer than this process's `lifetime` after its `iat`, whatever its `exp`
+        /// says: one signed by a replica configured with a longer lifetime (during a rollout that
+        /// shortens it) would otherwise outlive `RevokedSessions`' retention, which is sized on it.
+        func principal(issuer: String, audience: String, lifetime: Int, now: Double) throws -> Principal {
             guard let iss, let aud, let sub, let iat, let exp, let jti, let scope, let did, let sid else {
                 throw InvalidAccessToken(reason: "missing claims")
             }
-            guard exp > now else { throw InvalidAccessToken(reason: "expired") }
+            guard exp > now, iat + Double(lifetime) > now else { throw InvalidAccessToken(reason: "expired") }
             guard iat <= now + AccessTokens.leeway else { throw InvalidAccessToken(reason: "issued in the future") }
             guard iss == issuer else { throw InvalidAccessToken(reason: "issuer") }
             guard aud.contains(audience) else { throw InvalidAccessToken(reason: "audience") }

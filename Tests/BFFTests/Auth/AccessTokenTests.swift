@@ -60,6 +60,21 @@ struct AccessTokenTests {
         #expect(throws: InvalidAccessToken.self) { try dropped.verify(token) }
     }
 
+    @Test("a token signed with a longer lifetime (a replica before a rollout) lives only this lifetime after its iat")
+    func lifetimeOfThisProcessBounds() async throws {
+        let longer = AccessTokens(keyRing: try JWTKeyRing(parsing: TestEnvironment.jwtKeys), issuer: "bff", audience: "mobile", lifetime: 3600)
+        let tokens = try tokens()
+        let now = Date()
+        let young = longer.issue(
+            userID: UUID(), deviceID: "device-0001", familyID: UUID(), scopes: ["chat:rw"], tokenID: "t", issuedAt: now.addingTimeInterval(-890))
+        let old = longer.issue(
+            userID: UUID(), deviceID: "device-0001", familyID: UUID(), scopes: ["chat:rw"], tokenID: "t", issuedAt: now.addingTimeInterval(-910))
+        _ = try tokens.verify(young, now: now)
+        _ = try longer.verify(old, now: now)
+        let refusal = #expect(throws: InvalidAccessToken.self) { try tokens.verify(old, now: now) }
+        #expect(refusal?.reason == "expired")
+    }
+
     @Test("rejected: any algorithm but HS256, unknown kid, bad signature, expired, future iat, wrong iss or aud, missing claim, malformed",
           arguments: [
             "alg none", "alg HS512", "alg RS256", "no kid", "unknown kid", "bad signature", "expired", "iat in the future",
