@@ -76,6 +76,7 @@ let package = Package(
             name: "BFFTests",
             dependencies: [
                 "BFF",
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "JWTKit", package: "jwt-kit"),

@@ -148,7 +148,7 @@ struct AuthenticationHTTPTests {
         let full = try await issue()
         let chatOnly = try await issue(scopes: ["chat:rw"])
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let missing = try await client.execute(uri: "/api/v1/me", method: .get)
             #expect(missing.status == .unauthorized && missing.errorCode == "invalid_token")
             #expect(missing.headers[.wwwAuthenticate] == "Bearer error=\"invalid_token\"")
@@ -170,7 +170,7 @@ struct AuthenticationHTTPTests {
     func cookieFallbackAndBearerPriority() async throws {
         let pair = try await issue()
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let cookie = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.cookie: "bff_session=\(pair.accessToken)"])
             #expect(cookie.status == .ok)
             let both = try await client.execute(uri: "/api/v1/me", method: .get, headers: [

@@ -27,7 +27,7 @@ struct LoginTests {
     func endToEnd() async throws {
         let logs = LogCapture()
         let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_CLIENT_SECRET": "s3cret-client"], logs: logs)
-        let observed = try await app.test(.live) { client -> [String] in
+        let observed = try await app.live { client -> [String] in
             var secrets: [String] = []
             let start = try await client.execute(
                 uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)", method: .get)
@@ -117,7 +117,7 @@ struct LoginTests {
     @Test("start refuses an unregistered redirect_uri (400) and a malformed device_id (422); unknown state is 400")
     func startAndCallbackValidation() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let redirect = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=https://evil.example/cb", method: .get)
             #expect(redirect.status == .badRequest && redirect.errorCode == "invalid_redirect_uri")
             let device = try await client.execute(uri: "/api/v1/auth/start?device_id=short&redirect_uri=\(Self.redirect)", method: .get)
@@ -173,7 +173,7 @@ struct IDTokenTests {
             let app = try await makeTestApp(database: database, environment: [
                 "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
             ])
-            try await app.test(.live) { client in
+            try await app.live { client in
                 let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
                 let url = try #require(start.json["authorization_url"] as? String)
                 let state = try #require(start.json["state"] as? String)
@@ -215,7 +215,7 @@ struct IDTokenTests {
     @Test("an unreachable provider is 503 idp_unavailable")
     func unreachable() async throws {
         let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": "http://127.0.0.1:9"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
             #expect(start.status == .serviceUnavailable && start.errorCode == "idp_unavailable")
         }
@@ -228,7 +228,7 @@ struct IDTokenTests {
             let app = try await makeTestApp(
                 database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer, "BFF_REVOCATION_POLL_INTERVAL": "60"])
             let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
-            try await app.test(.live) { client in
+            try await app.live { client in
                 let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-5678&redirect_uri=\(LoginTests.redirect)", method: .get)
                 let state = try #require(start.json["state"] as? String)
                 let nonce = URLComponents(string: start.json["authorization_url"] as? String ?? "")?.queryItems?.first { $0.name == "nonce" }?.value
@@ -339,7 +339,7 @@ struct DeviceTests {
             _ = try await client.query("INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(alice), 'tok-a', 'ios', 'alice-phone-1'), (\(bob), 'tok-b', 'android', 'bob-phone-01')")
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let tablet: HTTPFields = [.authorization: "Bearer \(aliceTablet.accessToken)"]
             let foreign = try await client.execute(uri: "/api/v1/devices/bob-phone-01", method: .delete, headers: tablet)
             #expect(foreign.status == .notFound && foreign.errorCode == "not_found")
@@ -374,7 +374,7 @@ struct DeviceTests {
         let aikoPhone = try await signIn(aiko, on: "aiko-phone-1")
         let benOnPad = try await signIn(ben, on: "school-ipad-7")
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let phone: HTTPFields = [.authorization: "Bearer \(aikoPhone.accessToken)"]
             let pad: HTTPFields = [.authorization: "Bearer \(benOnPad.accessToken)"]
             func deviceIDs(_ headers: HTTPFields) async throws -> Set<String> {

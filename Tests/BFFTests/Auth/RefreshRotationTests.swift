@@ -33,7 +33,7 @@ struct RefreshRotationTests {
     func rotationAndRetry() async throws {
         let pair = try await login()
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(first.status == .ok, "\(first.text)")
             let retry = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
@@ -62,7 +62,7 @@ struct RefreshRotationTests {
             let replica = try await makeTestApp(
                 database: database,
                 environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_JWT_KEYS": ring, "BFF_REFRESH_REUSE_INTERVAL": "300"])
-            return try await replica.test(.live) { client in
+            return try await replica.live { client in
                 try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(token))
             }
         }
@@ -84,7 +84,7 @@ struct RefreshRotationTests {
         let app = try await makeTestApp(
             database: database,
             environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1", "BFF_REVOCATION_POLL_INTERVAL": "60"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             let child = try #require(first.json["refresh_token"] as? String)
             let childAccess = try #require(first.json["access_token"] as? String)
@@ -113,7 +113,7 @@ struct RefreshRotationTests {
         let pair = try await login()
         let app = try await makeTestApp(
             database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REVOCATION_POLL_INTERVAL": "60"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             #expect(try await client.me(pair.accessToken).status == .ok)
             let stolen = try await client.execute(
                 uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken, device: "attacker-device"))
@@ -129,7 +129,7 @@ struct RefreshRotationTests {
     func otherRefusals() async throws {
         let pair = try await login()
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let unknown = try await client.execute(
                 uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(SecureRandom.token()))
             #expect(unknown.status == .unauthorized && unknown.errorCode == "invalid_refresh_token")
@@ -152,7 +152,7 @@ struct RefreshRotationTests {
             _ = try await client.query("UPDATE refresh_tokens SET issued_at = now() - interval '31 days', expires_at = now() - interval '1 day' WHERE token_hash = \(hash)")
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let response = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(response.status == .unauthorized && response.errorCode == "refresh_expired")
         }
@@ -196,7 +196,7 @@ struct RefreshRotationTests {
     func addressLimitOnRefresh() async throws {
         let pair = try await login()
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             let rotated = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(rotated.status == .ok)
             #expect(rotated.headers[.rateLimitLimit] == "3" && rotated.headers[.rateLimitRemaining] == "2")

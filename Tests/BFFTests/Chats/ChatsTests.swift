@@ -34,7 +34,7 @@ struct ChatsTests {
         let learner = try await Learner.make(database: database)
         try await seedChats(learner, count: 45)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             var seen: [String] = []
             var titles: [String] = []
             var cursor: String?
@@ -76,7 +76,7 @@ struct ChatsTests {
     func limits() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
             let chat = try #require(created.json["id"] as? String)
             for bad in ["0", "201", "-1", "abc", "1.5", ""] {
@@ -114,7 +114,7 @@ struct ChatsTests {
     func outOfRangeCursor() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
             let chat = try #require(created.json["id"] as? String)
             for micros in [Int64.max, Int64.min] {
@@ -135,7 +135,7 @@ struct ChatsTests {
     func nulCharacters() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let subject = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"subject_id":"bio\u0000logy"}"#)
             #expect(subject.status == .unprocessableContent && subject.errorCode == "validation_failed")
             let created = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
@@ -225,7 +225,7 @@ struct ChatsTests {
     func acceptCheckedFirst() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Kept"}"#)
             let id = try #require(created.json["id"] as? String)
             for accept in ["text/html", "foo, application/json", "text/*", ";q=1"] {
@@ -249,7 +249,7 @@ struct ChatsTests {
     func renameAndConflicts() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Original"}"#)
             let id = try #require(created.json["id"] as? String)
             let stamp = try #require(created.json["updated_at"] as? String)
@@ -278,7 +278,7 @@ struct ChatsTests {
     func deleteAndDelta() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let a = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"A"}"#).json["id"] as? String)
             let b = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"B"}"#).json["id"] as? String)
             let since = try #require(try await client.call(.get, "/api/v1/chats/\(b)", as: learner).json["updated_at"] as? String)
@@ -304,7 +304,7 @@ struct ChatsTests {
     func deltaPullInCommitOrder() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { [database] client in
+        try await app.live { [database] client in
             let a = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"A"}"#).json["id"] as? String)
             let b = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"B"}"#).json["id"] as? String)
             var since = "2000-01-01T00:00:00Z"
@@ -368,7 +368,7 @@ struct ChatsTests {
         let repository = ChatRepository(database: Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
         let app = try await makeTestApp(database: database)
         try await Commands.withDatabase(repository.database.client) { _ in
-            try await app.test(.live) { client in
+            try await app.live { client in
                 let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Forces"}"#).json["id"] as? String)
                 let chatID = try #require(UUID(uuidString: chat))
                 for index in 1...5 {
@@ -411,7 +411,7 @@ struct ChatsTests {
         let owner = try await Learner.make(database: database)
         let intruder = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let created = try await client.call(.post, "/api/v1/chats", as: owner, json: #"{"title":"Private"}"#)
             let chat = try #require(created.json["id"] as? String)
             let attempts: [(HTTPRequest.Method, String, String?)] = [
@@ -444,7 +444,7 @@ struct SettingsTests {
     func defaultsAndReplace() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let defaults = try await client.call(.get, "/api/v1/settings", as: learner)
             #expect(defaults.status == .ok)
             let window = defaults.json["notification_window"] as? [String: Any]
@@ -478,7 +478,7 @@ struct SettingsTests {
     func invalidFields(field: String, from: String, to: String) async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let body = Self.valid.replacingOccurrences(of: from, with: to)
             #expect(body != Self.valid)
             let response = try await client.call(.put, "/api/v1/settings", as: learner, json: body)
@@ -495,7 +495,7 @@ struct SettingsTests {
     func zoneNames(zone: String) async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let body = Self.valid.replacingOccurrences(of: "Europe/Paris", with: zone)
             let response = try await client.call(.put, "/api/v1/settings", as: learner, json: body)
             #expect(response.status == .ok, "\(response.text)")

@@ -34,7 +34,7 @@ struct DatabaseFaultTests {
         let repository = ChatRepository(database: Database(client: batchClient, timeout: .seconds(2), poolSize: 2))
         let logs = LogCapture()
         let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"], logs: logs)
-        try await app.test(.live) { client in
+        try await app.live { client in
             #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
             #expect(try await client.call(.get, "/api/v1/chats", as: learner).status == .ok)
 

@@ -30,7 +30,7 @@ struct HTTPContractTests {
     @Test("healthz answers 200; readyz answers 200 with the schema version")
     func healthAndReadiness() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let health = try await client.execute(uri: "/healthz", method: .get)
             #expect(health.status == .ok)
             #expect(health.json["status"] as? String == "ok")
@@ -45,7 +45,7 @@ struct HTTPContractTests {
     @Test("unknown route is 404 not_found; a known path with another method is 405 with Allow")
     func unknownRouteAndMethod() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             expectError(try await client.execute(uri: "/api/v1/nothing-here", method: .get), .notFound, "not_found")
             let wrongMethod = try await client.execute(uri: "/healthz", method: .delete)
             expectError(wrongMethod, .methodNotAllowed, "method_not_allowed")
@@ -56,7 +56,7 @@ struct HTTPContractTests {
     @Test("malformed JSON is 400 invalid_json; wrong types are 422 naming the field; wrong media type is 415")
     func bodyDecodingErrors() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             expectError(
                 try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": ")),
                 .badRequest, "invalid_json")
@@ -79,7 +79,7 @@ struct HTTPContractTests {
         let learner = try await Learner.make(database: database)
         let profileOnly = try await Learner.make(database: database, scopes: ["profile:read"])
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let purchase = #"{"platform":"ios","product_id":"premium.monthly","receipt":"abc"}"#
             expectError(
                 try await client.execute(uri: "/api/v1/iap/verify", method: .post, headers: Self.json, body: ByteBuffer(string: purchase)),
@@ -92,7 +92,7 @@ struct HTTPContractTests {
     @Test("a body over 64 KiB is 413, declared or streamed")
     func bodyCap() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let big = ByteBuffer(string: "{\"title\": \"" + String(repeating: "a", count: 70 * 1024) + "\"}")
             expectError(
                 try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: big),
@@ -117,7 +117,7 @@ struct HTTPContractTests {
         let app = try await makeTestApp(database: database, logs: logs) { router in
             router.get("/test/boom") { _, _ -> Response in throw Boom() }
         }
-        try await app.test(.live) { client in
+        try await app.live { client in
             let response = try await client.execute(uri: "/test/boom", method: .get, headers: [.requestID: "req-500-check"])
             expectError(response, .internalServerError, "internal")
             #expect(!response.text.contains("SELECT"))
@@ -133,7 +133,7 @@ struct HTTPContractTests {
     func requestID() async throws {
         let logs = LogCapture()
         let app = try await makeTestApp(database: database, logs: logs)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let echoed = try await client.execute(uri: "/healthz", method: .get, headers: [.requestID: "abc-123.x"])
             #expect(echoed.headers[.requestID] == "abc-123.x")
             let generated = try await client.execute(uri: "/healthz", method: .get)
@@ -151,7 +151,7 @@ struct HTTPContractTests {
     @Test("CORS: an allow-listed origin is echoed without credentials; a foreign one gets no CORS headers; OPTIONS is 204")
     func cors() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             let allowed = try await client.execute(uri: "/healthz", method: .get, headers: [.origin: "https://app.example.com"])
             #expect(allowed.headers[.accessControlAllowOrigin] == "https://app.example.com")
             #expect(allowed.headers[.accessControlAllowCredentials] == "false")
@@ -182,7 +182,7 @@ struct HTTPContractTests {
     @Test("/metrics exposes request counts and latency by route and status, and pool gauges; unusual methods share one label")
     func metrics() async throws {
         let app = try await makeTestApp(database: database)
-        try await app.test(.live) { client in
+        try await app.live { client in
             // The registry is the process's: other suites' requests may add to the same series.
             func healthzCount() async throws -> Double {
                 let metrics = try await client.execute(uri: "/metrics", method: .get)

@@ -92,7 +92,7 @@ struct RateLimiterTests {
     @Test("/api/v1/auth/* is limited per client address: 429 rate_limited with Retry-After and RateLimit-* headers")
     func authMiddleware() async throws {
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
-        try await app.test(.live) { client in
+        try await app.live { client in
             var statuses: [HTTPResponse.Status] = []
             for _ in 0..<3 {
                 let response = try await client.execute(uri: "/api/v1/auth/start?device_id=device-0001&redirect_uri=com.example.app:/oauth/callback", method: .get)

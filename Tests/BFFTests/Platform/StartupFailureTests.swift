@@ -39,4 +39,16 @@ struct StartupFailureTests {
         }
         if case .success = result { Issue.record("run() returned normally although the port was taken") }
     }
+
+    @Test("a live test whose server cannot start fails with the start-up error instead of waiting for a port forever")
+    func liveTestOfAServerThatCannotStart() async throws {
+        let behind = try await TestDatabases.shared.makeEmpty()
+        let app = try await makeTestApp(database: behind)
+        let start = ContinuousClock.now
+        let refusal = await #expect(throws: MigrationError.self) {
+            try await app.live { _ in Issue.record("the server served a database whose schema is behind") }
+        }
+        if case .schemaBehind(current: 0, latest: _)? = refusal {} else { Issue.record("unexpected \(String(describing: refusal))") }
+        #expect(ContinuousClock.now - start < .seconds(10))
+    }
 }
