@@ -64,6 +64,11 @@ public struct Database: Sendable {
         // therefore opened in full and kept open; a connection PostgreSQL closes is replaced at once.
         clientConfiguration.options.minimumConnections = perLoop
         clientConfiguration.options.keepAliveBehavior = nil
+        // The deadline cannot stop a statement already sent: postgres-nio waits for its answer, so one
+        // stuck behind a lock held the request (and its connection) until the lock went. PostgreSQL
+        // ends it at the deadline instead, and the transaction it belongs to rolls back.
+        clientConfiguration.options.additionalStartupParameters.append(
+            ("statement_timeout", String(Int(timeout.seconds * 1000))))
         let pools = loops.map { loop in
             Pool(loop: loop, client: PostgresClient(
                 configuration: clientConfiguration, eventLoopGroup: loop, backgroundLogger: logger))
@@ -115,6 +120,9 @@ public struct Database: Sendable {
             return classify(error.cause ?? error)
         case let error as PSQLError where isConnectionFailure(error):
             return DatabaseUnavailable(reason: "\(error.code)")
+        case let error as PSQLError where error.serverInfo?[.sqlState] == "57014":
+            // query_canceled: `statement_timeout` (the deadline) or an operator's pg_cancel_backend.
+            return DatabaseUnavailable(reason: "statement cancelled")
         case _ where String(describing: type(of: error)) == "ConnectionPoolError":
             // The pool's own error type is not public API; it only ever means "no connection".
             return DatabaseUnavailable(reason: "\(error)")

@@ -86,13 +86,19 @@ public struct Migrator: Sendable {
     @discardableResult
     public func migrate(client: PostgresClient) async throws -> [Int] {
         try await client.withConnection { connection in
+            // A migration may build an index over a large table, and the lock may be another replica's
+            // while it migrates: the server's pools end statements at `BFF_DATABASE_TIMEOUT`, this
+            // session does not while it migrates.
+            _ = try await connection.query("SET statement_timeout = 0", logger: logger)
             _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
             do {
                 let applied = try await apply(on: connection)
                 _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                _ = try await connection.query("RESET statement_timeout", logger: logger)
                 return applied
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                _ = try? await connection.query("RESET statement_timeout", logger: logger)
                 throw error
             }
         }

@@ -22,6 +22,37 @@ struct DatabaseFaultTests {
         try await cluster.run("destroy")
     }
 
+    @Test("a statement stuck behind a row lock ends at the deadline: 503 database_unavailable, nothing changed, the server fine after")
+    func lockWaitEndsAtTheDeadline() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "1"])
+        try await app.live { client in
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"before"}"#)
+            let id = try #require((created.json["id"] as? String).flatMap(UUID.init(uuidString:)))
+            let (locked, signal) = AsyncStream.makeStream(of: Void.self)
+            // Another session (an operator's open transaction, a slow job) holds the chat's row.
+            let holder = Task {
+                try await database.withClient { other in
+                    try await other.withTransaction(logger: TestEnvironment.quietLogger) { connection in
+                        _ = try await connection.query("SELECT 1 FROM chats WHERE id = \(id) FOR UPDATE", logger: TestEnvironment.quietLogger)
+                        signal.finish()
+                        try await Task.sleep(for: .seconds(5))
+                    }
+                }
+            }
+            for await _ in locked {}
+            let start = ContinuousClock.now
+            let renamed = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"after"}"#)
+            let waited = ContinuousClock.now - start
+            #expect(renamed.status == .serviceUnavailable && renamed.errorCode == "database_unavailable", "\(renamed.status): \(renamed.text)")
+            #expect(waited < .seconds(3), "the rename waited \(waited) behind the lock")
+            try await holder.value
+            let after = try await client.call(.get, "/api/v1/chats/\(id)", as: learner)
+            #expect(after.status == .ok && after.json["title"] as? String == "before")
+        }
+    }
+
     private func exercise(_ cluster: ThrowawayCluster) async throws {
         let database = try cluster.url
         _ = try await database.withClient(poolSize: 2) { client in
