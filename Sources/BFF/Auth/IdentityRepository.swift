@@ -56,10 +56,8 @@ struct IdentityRepository: Sendable {
     }
 
     func purgeExpiredLogins() async throws {
-        try await database.run { client in
-            _ = try await client.query("DELETE FROM oidc_logins WHERE expires_at < now()")
-            _ = try await client.query("DELETE FROM oidc_logout_tokens WHERE expires_at < now()")
-        }
+        try await database.deleteInBatches(from: "oidc_logins", where: "expires_at < now()")
+        try await database.deleteInBatches(from: "oidc_logout_tokens", where: "expires_at < now()")
     }
 
     /// How long after it expires a refresh token is kept: presented meanwhile, it is answered

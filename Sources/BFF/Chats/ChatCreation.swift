@@ -132,18 +132,7 @@ struct ChatCreation: Sendable {
     /// Housekeeping: keys past their lifetime (a create reclaims an expired key by itself; this keeps
     /// the table from growing with keys nobody retries).
     static func purgeExpiredKeys(database: Database) async throws {
-        try await database.inBatches(of: 5000) { client in
-            let rows = try await client.query("""
-                WITH deleted AS (
-                    DELETE FROM idempotency_keys WHERE ctid IN (
-                        SELECT ctid FROM idempotency_keys
-                        WHERE created_at < now() - make_interval(secs => \(keyLifetimeSeconds)) LIMIT 5000)
-                    RETURNING 1
-                )
-                SELECT count(*)::int FROM deleted
-                """)
-            for try await deleted in rows.decode(Int.self) { return deleted }
-            return 0
-        }
+        try await database.deleteInBatches(
+            from: "idempotency_keys", where: "created_at < now() - make_interval(secs => \(keyLifetimeSeconds))")
     }
 }

@@ -112,6 +112,24 @@ public struct Database: Sendable {
         }
     }
 
+    /// Housekeeping: deletes the rows of `table` matching `condition`, 5,000 per statement. One
+    /// DELETE over a backlog would run past `statement_timeout`, roll back, and find a larger backlog
+    /// at every later pass. Both arguments are SQL of this program's own, never input.
+    func deleteInBatches(from table: String, where condition: String) async throws {
+        try await inBatches(of: 5000) { client in
+            let rows = try await client.query("""
+                WITH deleted AS (
+                    DELETE FROM \(unescaped: table) WHERE ctid IN (
+                        SELECT ctid FROM \(unescaped: table) WHERE \(unescaped: condition) LIMIT 5000)
+                    RETURNING 1
+                )
+                SELECT count(*)::int FROM deleted
+                """)
+            for try await deleted in rows.decode(Int.self) { return deleted }
+            return 0
+        }
+    }
+
     /// Connection-level failures become `DatabaseUnavailable`; a transaction's wrapper gives way to the
     /// error that broke it, so an `APIError` thrown inside a transaction reaches the client as itself.
     static func classify(_ error: any Error) -> any Error {

@@ -51,9 +51,7 @@ public struct RateLimiter: Sendable {
 
     /// Removes keys whose quota is fully restored; they behave exactly like absent keys.
     public func purgeExpired() async throws {
-        try await database.run { client in
-            _ = try await client.query("DELETE FROM rate_limits WHERE tat < now()")
-        }
+        try await database.deleteInBatches(from: "rate_limits", where: "tat < now()")
     }
 }
 

@@ -121,6 +121,27 @@ struct RateLimiterTests {
         }
     }
 
+    @Test("housekeeping deletes a backlog of restored keys over several batches and keeps the keys still counting")
+    func purgeBacklog() async throws {
+        let (left, live) = try await database.withClient(poolSize: 2) { client in
+            _ = try await client.query("""
+                INSERT INTO rate_limits (key, tat)
+                SELECT 'purge:old:' || n, now() - make_interval(secs => n) FROM generate_series(1, 12001) n
+                UNION ALL SELECT 'purge:live:' || n, now() + interval '1 minute' FROM generate_series(1, 3) n
+                """)
+            try await RateLimiter(database: Database(client: client)).purgeExpired()
+            var counts: [Int] = []
+            for prefix in ["purge:old:%", "purge:live:%"] {
+                for try await count in try await client.query("SELECT count(*)::int FROM rate_limits WHERE key LIKE \(prefix)").decode(Int.self) {
+                    counts.append(count)
+                }
+            }
+            return (counts[0], counts[1])
+        }
+        #expect(left == 0)
+        #expect(live == 3)
+    }
+
     @Test("client addresses come from X-Forwarded-For only behind a trusted proxy")
     func trustedProxies() throws {
         let network = try #require(IPNetwork("10.0.0.0/8"))
