@@ -156,8 +156,7 @@ struct AuthenticationHTTPTests {
             #expect(bad.status == .unauthorized && bad.errorCode == "invalid_token")
             let basic = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.authorization: "Basic abc"])
             #expect(basic.status == .unauthorized)
-            let forbidden = try await client.execute(
-                uri: "/api/v1/me", method: .get, headers: [.authorization: "Bearer \(chatOnly.accessToken)"])
+            let forbidden = try await client.me(chatOnly.accessToken)
             #expect(forbidden.status == .forbidden && forbidden.errorCode == "insufficient_scope")
             let me = try await client.me(full.accessToken)
             #expect(me.status == .ok)

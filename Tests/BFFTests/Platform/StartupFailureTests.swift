@@ -40,7 +40,8 @@ struct StartupFailureTests {
         if case .success = result { Issue.record("run() returned normally although the port was taken") }
     }
 
-    @Test("a live test whose server cannot start fails with the start-up error instead of waiting for a port forever")
+    @Test("a live test whose server cannot start fails with the start-up error instead of waiting for a port forever",
+          .timeLimit(.minutes(1)))
     func liveTestOfAServerThatCannotStart() async throws {
         let behind = try await TestDatabases.shared.makeEmpty()
         let app = try await makeTestApp(database: behind)

@@ -11,6 +11,9 @@ extension ApplicationProtocol {
     /// when start-up throws (the schema check or the first revocation poll timing out on a loaded
     /// machine): once a whole test run sat idle until it was killed. The live test therefore runs
     /// in a task of its own, and whichever ends first, it or start-up's failure, settles the call.
+    /// After such a failure that task stays parked on the port for good (its services have
+    /// stopped): a failing test leaks it, nothing more. A server that fails later, binding its
+    /// port, is not watched; the tests bind port 0.
     func live<Value: Sendable>(
         _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
