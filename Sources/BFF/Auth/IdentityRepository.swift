@@ -223,7 +223,8 @@ struct IdentityRepository: Sendable {
     /// Back-channel logout in one statement: remembers the token's `jti` and revokes the issuer's live
     /// families of `subject` (only those of `idpSessionID` when given) or, without a subject, those of
     /// `idpSessionID`; returns the families it revoked. Nil when the token was acted on before: then
-    /// nothing is revoked again, so a replay cannot end the sessions begun since. A failure leaves the token unremembered.
+    /// nothing is revoked again, so a replay cannot end the sessions begun since. A failure leaves
+    /// the token unremembered.
     /// Families begun after the token was issued are left alone: a first delivery that arrives late
     /// (the provider retries after an outage) must not end a session the user started since.
     func backchannelLogout(issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
