@@ -85,7 +85,8 @@ public func buildApplication(
         deferredPaths: ["/api/v1/auth/refresh"]))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
-    router.add(middleware: AuthenticationMiddleware(tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions))
+    router.add(middleware: AuthenticationMiddleware(
+        tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes))
     router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 

@@ -6,27 +6,35 @@ import OpenAPIRuntime
 
 /// The paths and methods the contract declares, learnt while the generated operations register.
 struct RouteTable: Sendable {
-    private var entries: [(segments: [Substring], methods: [String])] = []
+    private var entries: [(template: String, segments: [Substring], methods: [String])] = []
 
     mutating func add(path: String, method: HTTPRequest.Method) {
         let segments = path.split(separator: "/")
         if let index = entries.firstIndex(where: { $0.segments == segments }) {
             entries[index].methods.append(method.rawValue)
         } else {
-            entries.append((segments, [method.rawValue]))
+            entries.append((path, segments, [method.rawValue]))
         }
     }
 
     /// The methods declared for a concrete request path, or nil when no template matches it.
     func allowedMethods(for path: String) -> [String]? {
+        entry(for: path)?.methods.sorted()
+    }
+
+    /// The operation a request is for, as `"METHOD /template"`, or nil when the contract has none.
+    func operation(for path: String, method: HTTPRequest.Method) -> String? {
+        guard let entry = entry(for: path), entry.methods.contains(method.rawValue) else { return nil }
+        return "\(method.rawValue) \(entry.template)"
+    }
+
+    private func entry(for path: String) -> (template: String, segments: [Substring], methods: [String])? {
         let requested = path.split(separator: "/")
-        for entry in entries where entry.segments.count == requested.count {
-            let matches = zip(entry.segments, requested).allSatisfy { template, actual in
+        return entries.first { entry in
+            entry.segments.count == requested.count && zip(entry.segments, requested).allSatisfy { template, actual in
                 template.hasPrefix("{") || template == actual
             }
-            if matches { return entry.methods.sorted() }
         }
-        return nil
     }
 }
 
@@ -40,6 +48,10 @@ final class RouteTableBox: Sendable {
 
     func allowedMethods(for path: String) -> [String]? {
         table.withLockedValue { $0.allowedMethods(for: path) }
+    }
+
+    func operation(for path: String, method: HTTPRequest.Method) -> String? {
+        table.withLockedValue { $0.operation(for: path, method: method) }
     }
 }
 

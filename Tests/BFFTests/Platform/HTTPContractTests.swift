@@ -55,23 +55,65 @@ struct HTTPContractTests {
 
     @Test("malformed JSON is 400 invalid_json; wrong types are 422 naming the field; wrong media type is 415")
     func bodyDecodingErrors() async throws {
+        let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
         try await app.live { client in
-            expectError(
-                try await client.execute(uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": ")),
-                .badRequest, "invalid_json")
-            let wrongType = try await client.execute(
-                uri: "/api/v1/chats", method: .post, headers: Self.json, body: ByteBuffer(string: "{\"title\": 42}"))
+            expectError(try await client.call(.post, "/api/v1/chats", as: learner, json: "{\"title\": "), .badRequest, "invalid_json")
+            let wrongType = try await client.call(.post, "/api/v1/chats", as: learner, json: "{\"title\": 42}")
             expectError(wrongType, .unprocessableContent, "validation_failed")
             #expect((wrongType.json["message"] as? String)?.contains("title") == true)
             expectError(
                 try await client.execute(
-                    uri: "/api/v1/chats", method: .post, headers: [.contentType: "text/plain"], body: ByteBuffer(string: "hello")),
+                    uri: "/api/v1/chats", method: .post,
+                    headers: [.authorization: "Bearer \(learner.accessToken)", .contentType: "text/plain"], body: ByteBuffer(string: "hello")),
                 .unsupportedMediaType, "unsupported_media_type")
             expectError(
                 try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{}")),
                 .unprocessableContent, "validation_failed")
         }
+    }
+
+    @Test("every protected operation of openapi.yaml answers 401 to a request without a valid token, whatever else is wrong with it")
+    func tokenCheckedFirst() async throws {
+        let operations = try Self.contractOperations()
+        #expect(Set(operations.filter { $0.isPublic && $0.path.hasPrefix("/api/v1/") }.map(\.name)) == AuthenticationMiddleware.publicOperations)
+        let protected = operations.filter { !$0.isPublic }
+        #expect(protected.count >= 15)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            for operation in protected {
+                // A malformed path parameter, a bad limit and a body that is not JSON: each alone is a 4xx.
+                let uri = operation.path.replacing(/\{[a-z_]+\}/, with: "not%20an%20id") + "?limit=0"
+                for credentials: HTTPFields in [[:], [.authorization: "Bearer not.a.token"], [.cookie: "bff_session=x"]] {
+                    var headers: HTTPFields = [.contentType: "application/json"]
+                    headers.append(contentsOf: credentials)
+                    let response = try await client.execute(
+                        uri: uri, method: HTTPRequest.Method(operation.method)!, headers: headers, body: ByteBuffer(string: "{"))
+                    expectError(response, .unauthorized, "invalid_token")
+                    #expect(response.headers[.wwwAuthenticate] == "Bearer error=\"invalid_token\"", "\(operation.name)")
+                }
+            }
+        }
+    }
+
+    /// The operations of openapi.yaml, read from its layout (paths at two spaces, methods at four,
+    /// an operation's own `security` at six).
+    private static func contractOperations() throws -> [(name: String, method: String, path: String, isPublic: Bool)] {
+        let contract = try String(contentsOf: TestEnvironment.repository.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        var operations: [(name: String, method: String, path: String, isPublic: Bool)] = []
+        var path: String?
+        for line in contract.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line == "components:" { break }
+            if let match = line.wholeMatch(of: /\ \ (\/[^ ]*):/) {
+                path = String(match.1)
+            } else if let path, let match = line.wholeMatch(of: /\ {4}(get|put|post|patch|delete):/) {
+                let method = match.1.uppercased()
+                operations.append((name: "\(method) \(path)", method: method, path: path, isPublic: false))
+            } else if line == "      security: []", !operations.isEmpty {
+                operations[operations.count - 1].isPublic = true
+            }
+        }
+        return operations
     }
 
     @Test("an operation of a later issue answers 501 not_implemented, once the caller is authorised for it")

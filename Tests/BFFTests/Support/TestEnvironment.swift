@@ -17,9 +17,13 @@ enum TestEnvironment {
     }
 
     static var migrationsDirectory: String {
-        values["BFF_MIGRATIONS_DIR"] ?? URL(fileURLWithPath: #filePath)
+        values["BFF_MIGRATIONS_DIR"] ?? repository.appendingPathComponent("migrations").path
+    }
+
+    /// The checkout's top folder.
+    static var repository: URL {
+        URL(fileURLWithPath: #filePath)
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("migrations").path
     }
 
     static let jwtKeys = "k2:" + Base64URL.encode([UInt8](repeating: 7, count: 32))
