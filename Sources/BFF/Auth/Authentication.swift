@@ -32,8 +32,8 @@ extension APIError {
 /// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
 ///
 /// A request for a protected operation without a valid token is refused here, before its
-/// parameters or body are read: 401 whatever else is wrong with it, and no work for the anonymous.
-/// The operations themselves check the token and its scope again.
+/// parameters or body are parsed: 401 whatever is wrong with them. The operations themselves
+/// check the token and its scope again.
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let tokens: AccessTokens
@@ -50,13 +50,18 @@ struct AuthenticationMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         context.authentication = authenticate(request)
-        // Only requests without a valid token look the operation up.
-        if let refusal = context.authentication.refusal, requiresToken(request) { throw refusal }
+        switch context.authentication {
+        case .authenticated:
+            break
+        case .anonymous, .invalid:
+            // Only requests without a valid token look the operation up.
+            if requiresToken(request), let refusal = context.authentication.refusal { throw refusal }
+        }
         return try await next(request, context)
     }
 
     private func requiresToken(_ request: Request) -> Bool {
-        let path = request.uri.path
+        let path = RouteTable.routedPath(request.uri.path)
         guard path.hasPrefix("/api/v1/"), let operation = routes.operation(for: path, method: request.method) else { return false }
         return !Self.publicOperations.contains(operation)
     }

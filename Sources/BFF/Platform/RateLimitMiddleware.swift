@@ -22,7 +22,7 @@ struct RateLimitMiddleware: RouterMiddleware {
     var deferredPaths: Set<String> = []
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = Self.routedPath(request.uri.path)
+        let path = RouteTable.routedPath(request.uri.path)
         guard path.hasPrefix(pathPrefix) else { return try await next(request, context) }
         let key = "\(name):\(clientAddress.resolve(request, context: context))"
         if deferredPaths.contains(path) {
@@ -42,13 +42,6 @@ struct RateLimitMiddleware: RouterMiddleware {
         }
         response.headers.applyRateLimit(decision)
         return response
-    }
-
-    /// The path as the router matches it. The router skips empty segments, so `//api/v1//auth/start/`
-    /// reaches the same handler as `/api/v1/auth/start` and must be limited like it.
-    static func routedPath(_ path: String) -> String {
-        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") || path.contains("//") else { return path }
-        return "/" + path.split(separator: "/").joined(separator: "/")
     }
 
     /// The handler takes the decision in its own statement and leaves it in the context's slot; a

@@ -8,6 +8,13 @@ import OpenAPIRuntime
 struct RouteTable: Sendable {
     private var entries: [(template: String, segments: [Substring], methods: [String])] = []
 
+    /// The path as the router matches it. The router skips empty segments, so `//api/v1//auth/start/`
+    /// reaches the same handler as `/api/v1/auth/start`, and a middleware must treat it alike.
+    static func routedPath(_ path: String) -> String {
+        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") || path.contains("//") else { return path }
+        return "/" + path.split(separator: "/").joined(separator: "/")
+    }
+
     mutating func add(path: String, method: HTTPRequest.Method) {
         let segments = path.split(separator: "/")
         if let index = entries.firstIndex(where: { $0.segments == segments }) {
