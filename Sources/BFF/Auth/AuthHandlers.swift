@@ -21,8 +21,7 @@ extension APIService {
 
     func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output {
         let principal = try Authorization.require("profile:read")
-        try await auth.identity.logout(userID: principal.userID, familyID: principal.familyID, deviceID: principal.deviceID)
-        auth.revokedSessions.record([principal.familyID])
+        try await auth.logout(principal)
         return .noContent(.init())
     }
 
@@ -54,10 +53,7 @@ extension APIService {
         let principal = try Authorization.require("profile:read")
         let deviceID = input.path.deviceId
         try AuthService.requireDeviceID(deviceID)
-        guard let revoked = try await auth.identity.removeDevice(userID: principal.userID, deviceID: deviceID) else {
-            throw APIError.notFound
-        }
-        auth.revokedSessions.record(revoked)
+        guard try await auth.reportLost(deviceID: deviceID, of: principal.userID) else { throw APIError.notFound }
         auth.logger.info("lost device reported", metadata: ["user_id": .string(principal.userID.uuidString)])
         return .noContent(.init())
     }

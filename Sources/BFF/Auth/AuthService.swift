@@ -119,6 +119,22 @@ struct AuthService: Sendable {
             refreshExpiresIn: max(0, Int(refresh.expiresAt.timeIntervalSince(now))), user: user)
     }
 
+    /// Ends the principal's session. Like every revocation this replica makes, it is recorded in
+    /// `revokedSessions` at once, so the session's access tokens stop working here without waiting
+    /// for the next poll.
+    func logout(_ principal: Principal) async throws {
+        try await identity.logout(userID: principal.userID, familyID: principal.familyID, deviceID: principal.deviceID)
+        revokedSessions.record([principal.familyID])
+    }
+
+    /// A lost-device report: revokes the user's sessions on the device; false when the user has no
+    /// such device.
+    func reportLost(deviceID: String, of userID: UUID) async throws -> Bool {
+        guard let revoked = try await identity.removeDevice(userID: userID, deviceID: deviceID) else { return false }
+        revokedSessions.record(revoked)
+        return true
+    }
+
     /// Back-channel logout: the IdP ended a session (by `sid`) or all of a user's sessions (by `sub`).
     /// A replay changes nothing and is answered like the first delivery, which a provider may retry
     /// when it missed our answer.
