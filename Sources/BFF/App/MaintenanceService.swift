@@ -12,15 +12,16 @@ struct MaintenanceService: Service {
         // Cancellation ends the loop as well as a graceful shutdown: ServiceGroup cancels every service
         // when one fails (the port is taken, say), and a loop that swallowed it spun at full CPU, logging,
         // instead of letting the process exit.
+        // Each purge on its own: one that fails (its table locked by a migration, say) must not
+        // stop the others.
+        let purges: [(String, @Sendable () async throws -> Void)] = [
+            ("rate limits", limiter.purgeExpired),
+            ("logins", identity.purgeExpiredLogins),
+            ("logout tokens", identity.purgeExpiredLogoutTokens),
+            ("refresh tokens", { try await identity.purgeSpentSessions() }),
+            ("idempotency keys", { [database = dependencies.database] in try await ChatCreation.purgeExpiredKeys(database: database) }),
+        ]
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
-            // Each purge on its own: one that fails (its table locked by a migration, say) must not
-            // stop the others.
-            let purges: [(String, @Sendable () async throws -> Void)] = [
-                ("rate limits", limiter.purgeExpired),
-                ("logins", identity.purgeExpiredLogins),
-                ("refresh tokens", { try await identity.purgeSpentSessions() }),
-                ("idempotency keys", { [database = dependencies.database] in try await ChatCreation.purgeExpiredKeys(database: database) }),
-            ]
             for (name, purge) in purges {
                 do {
                     try await purge()
@@ -40,7 +41,8 @@ struct MaintenanceService: Service {
     }
 }
 
-private func gracefulShutdownAwareSleep(for duration: Duration) async throws {
+/// Sleeps, and ends early with an error at a graceful shutdown or cancellation.
+func gracefulShutdownAwareSleep(for duration: Duration) async throws {
     try await cancelWhenGracefulShutdown {
         try await Task.sleep(for: duration)
     }

@@ -22,7 +22,8 @@ struct DeviceRecord: Sendable, Equatable {
     let lastSeenAt: Date
 }
 
-/// Users, devices, one-time logins and session revocation. Every query of user data names the user.
+/// Users, devices, one-time logins and session revocation. Every query of user data names the user;
+/// only housekeeping and the revocation poll read across users, and never into a response.
 struct IdentityRepository: Sendable {
     let database: Database
 
@@ -57,6 +58,9 @@ struct IdentityRepository: Sendable {
 
     func purgeExpiredLogins() async throws {
         try await database.deleteInBatches(from: "oidc_logins", where: "expires_at < now()")
+    }
+
+    func purgeExpiredLogoutTokens() async throws {
         try await database.deleteInBatches(from: "oidc_logout_tokens", where: "expires_at < now()")
     }
 

@@ -38,7 +38,7 @@ struct RevocationWatcher: Service {
         // Ends on cancellation as well as on a graceful shutdown (see MaintenanceService).
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
-                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                try await gracefulShutdownAwareSleep(for: interval)
             } catch {
                 return
             }

@@ -100,14 +100,15 @@ public struct Database: Sendable {
         }
     }
 
+    /// Statements a housekeeping pass runs at most for one table.
+    static let batchesPerPass = 20
+
     /// Housekeeping deletes in batches: runs `batch` (one statement covering at most `size` rows,
-    /// returning how many it covered) until one covers fewer, at most `maxBatches` times, and stops
-    /// early at shutdown. Each batch is its own statement under the deadline; a backlog drains over
-    /// several passes instead of holding one.
-    func inBatches(
-        of size: Int, maxBatches: Int = 20, _ batch: @escaping @Sendable (PostgresClient) async throws -> Int
-    ) async throws {
-        for _ in 0..<maxBatches {
+    /// returning how many it covered) until one covers fewer, at most `batchesPerPass` times, and
+    /// stops early at shutdown. Each batch is its own statement under the deadline; a backlog drains
+    /// over several passes instead of holding one.
+    func inBatches(of size: Int, _ batch: @escaping @Sendable (PostgresClient) async throws -> Int) async throws {
+        for _ in 0..<Self.batchesPerPass {
             guard try await run(batch) == size, !Task.isCancelled, !Task.isShuttingDownGracefully else { return }
         }
     }
