@@ -58,7 +58,8 @@ public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput)
 
 /// Builds the HTTP application: middleware in the order of a request's life, the generated
 /// operations, 405s for known paths, and `/metrics`. The database pool runs as one of its services
-/// and the server refuses to start on a schema behind this build.
+/// and the server refuses to start on a schema behind this build, or when it cannot read the
+/// revoked sessions.
 /// `extraRoutes` lets an embedding program (and the tests) add routes behind the same middleware.
 public func buildApplication(
     _ dependencies: AppDependencies,
@@ -129,7 +130,7 @@ public func buildApplication(
     app.addServices(revocations)
     app.beforeServerStarts {
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
-        // No request is served before the revocations of the last access-token lifetime are known.
+        // No request is served before the revocations an unexpired access token may belong to are known.
         try await revocations.poll()
     }
     return app

@@ -32,8 +32,9 @@ extension APIError {
 /// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
 ///
 /// A request for a protected operation without a valid token is refused here, before its
-/// parameters or body are parsed: 401 whatever is wrong with them. The operations themselves
-/// check the token and its scope again.
+/// parameters or body are parsed: 401 whatever is wrong with them. Only the middleware before this
+/// one answers first (413 for a body over the limit, 429 from the login rate limit). The
+/// operations themselves check the token and its scope again.
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let tokens: AccessTokens
