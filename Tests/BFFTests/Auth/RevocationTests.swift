@@ -13,14 +13,6 @@ struct RevocationTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-    private func signIn() async throws -> (user: UUID, pair: Commands.IssuedPair) {
-        let user = UUID()
-        let pair = try await Commands.issueToken(
-            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]),
-            userID: user, deviceID: "device-\(user.uuidString.prefix(8))", scopes: AccessTokens.allScopes)
-        return (user, pair)
-    }
-
     /// What an operator command or another replica does: the database only, nothing in this process.
     private static func revoke(_ user: UUID, on connection: PostgresConnection) async throws {
         _ = try await connection.query(
@@ -30,58 +22,58 @@ struct RevocationTests {
 
     @Test("a session revoked before start-up is refused from the first request; one revoked elsewhere while running, within a poll")
     func revokedElsewhere() async throws {
-        let early = try await signIn(), later = try await signIn(), untouched = try await signIn()
+        let early = try await Learner.make(database: database), later = try await Learner.make(database: database), untouched = try await Learner.make(database: database)
         try await database.withClient { client in
-            try await client.withConnection { try await Self.revoke(early.user, on: $0) }
+            try await client.withConnection { try await Self.revoke(early.id, on: $0) }
         }
         let app = try await makeTestApp(database: database, environment: ["BFF_REVOCATION_POLL_INTERVAL": "1"])
         try await app.test(.router) { client in
-            let first = try await client.me(early.pair.accessToken)
+            let first = try await client.me(early.accessToken)
             #expect(first.status == .unauthorized && first.errorCode == "invalid_token")
             try await database.withClient { client in
-                try await client.withConnection { try await Self.revoke(later.user, on: $0) }
+                try await client.withConnection { try await Self.revoke(later.id, on: $0) }
             }
-            let seconds = try await client.secondsUntilRefused(later.pair.accessToken)
+            let seconds = try await client.secondsUntilRefused(later.accessToken)
             #expect(seconds.map { $0 < 4 } == true, "refused after \(seconds.map { "\($0) s" } ?? "never")")
-            let me = try await client.me(untouched.pair.accessToken)
+            let me = try await client.me(untouched.accessToken)
             #expect(me.status == .ok)
         }
     }
 
     @Test("a revocation committed after several polls have passed its stamp is still found")
     func lateCommit() async throws {
-        let slow = try await signIn()
+        let slow = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database, environment: ["BFF_REVOCATION_POLL_INTERVAL": "1"])
         try await app.test(.router) { client in
             try await database.withClient { client in
                 try await client.withTransaction(logger: Logger(label: "test")) { connection in
-                    try await Self.revoke(slow.user, on: connection)
+                    try await Self.revoke(slow.id, on: connection)
                     // Two polls run while the revocation, stamped with the transaction's start, is not
                     // yet visible: a poll reading only what is newer than the last one would miss it.
                     try await Task.sleep(for: .milliseconds(2500))
                 }
             }
-            let seconds = try await client.secondsUntilRefused(slow.pair.accessToken)
+            let seconds = try await client.secondsUntilRefused(slow.accessToken)
             #expect(seconds.map { $0 < 4 } == true, "refused after \(seconds.map { "\($0) s" } ?? "never")")
         }
     }
 
     @Test("a poll reads the revocations of the last access-token lifetime (plus margin), and no older ones")
     func window() async throws {
-        let inside = try await signIn(), outside = try await signIn()
+        let inside = try await Learner.make(database: database), outside = try await Learner.make(database: database)
         let retention = RevokedSessions(accessTokenLifetime: 900).retention
         try await database.withClient { client in
             for (session, age) in [(inside, retention - 30), (outside, retention + 30)] {
                 _ = try await client.query("""
                     UPDATE refresh_families SET revoked_at = now() - make_interval(secs => \(age)), revoked_reason = 'operator'
-                    WHERE user_id = \(session.user)
+                    WHERE user_id = \(session.id)
                     """)
             }
         }
         let app = try await makeTestApp(database: database)
         try await app.test(.router) { client in
             for (session, expected) in [(inside, HTTPResponse.Status.unauthorized), (outside, .ok)] {
-                let me = try await client.me(session.pair.accessToken)
+                let me = try await client.me(session.accessToken)
                 #expect(me.status == expected)
             }
         }
