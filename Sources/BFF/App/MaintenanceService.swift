@@ -9,9 +9,6 @@ struct MaintenanceService: Service {
     func run() async throws {
         let limiter = RateLimiter(database: dependencies.database)
         let identity = IdentityRepository(database: dependencies.database)
-        // Cancellation ends the loop as well as a graceful shutdown: ServiceGroup cancels every service
-        // when one fails (the port is taken, say), and a loop that swallowed it spun at full CPU, logging,
-        // instead of letting the process exit.
         // Each purge on its own: one that fails (its table locked by a migration, say) must not
         // stop the others.
         let purges: [(String, @Sendable () async throws -> Void)] = [
@@ -21,6 +18,9 @@ struct MaintenanceService: Service {
             ("refresh tokens", { try await identity.purgeSpentSessions() }),
             ("idempotency keys", { [database = dependencies.database] in try await ChatCreation.purgeExpiredKeys(database: database) }),
         ]
+        // Cancellation ends the loop as well as a graceful shutdown: ServiceGroup cancels every service
+        // when one fails (the port is taken, say), and a loop that swallowed it spun at full CPU, logging,
+        // instead of letting the process exit.
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             for (name, purge) in purges {
                 do {

@@ -7,8 +7,8 @@ import NIOConcurrencyHelpers
 /// An AppJWT is verified without the database, so on its own a revoked family's access tokens would
 /// stay valid until they expire: a lost phone could keep reading chats for 15 minutes after the
 /// report. Authentication refuses a token whose `sid` is in this set. `RevocationWatcher` replaces
-/// the database's part of it at every poll (revocations made by other replicas, operators, reuse
-/// detection inside the refresh statement); this process's own revocations are recorded at once.
+/// the database's part of it at every poll (revocations made by other replicas and operators);
+/// this process's own revocations are recorded at once (`AuthService`).
 public final class RevokedSessions: Sendable {
     private struct State {
         /// What the last poll read: every family revoked within `retention` of it.
