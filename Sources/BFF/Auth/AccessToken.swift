@@ -22,6 +22,10 @@ public struct Principal: Sendable, Equatable {
         }
         return false
     }
+
+    /// Whether the token grants every scope there is, as every token the apps sign in for does
+    /// (`AccessTokens.allScopes` in that order; a narrower or reordered claim is simply false).
+    var hasEveryScope: Bool { scope == AccessTokens.everyScope }
 }
 
 /// A token that failed verification; the reason is for logs, never for the client.
@@ -39,6 +43,8 @@ struct InvalidAccessToken: Error, CustomStringConvertible {
 /// time before the claims are read, and nothing goes through `JSONDecoder` or an actor.
 public struct AccessTokens: Sendable {
     public static let allScopes = ["profile:read", "chat:rw", "push:register", "iap:verify"]
+    /// The `scope` claim of a token issued with `allScopes`.
+    static let everyScope = allScopes.joined(separator: " ")
 
     /// One HMAC per key id, already keyed: a copy continues from the keyed state, which saves
     /// hashing the key pads on every request.

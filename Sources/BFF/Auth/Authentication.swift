@@ -31,10 +31,11 @@ extension APIError {
 /// `getAuthUser` of the requirements (§8.4): the Bearer header first; only when there is none, the
 /// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
 ///
-/// A request for a protected operation without a valid token is refused here, before its
-/// parameters or body are parsed: 401 whatever is wrong with them. Only the middleware before this
-/// one answers first (413 for a body over the limit, 429 from the login rate limit). The
-/// operations themselves check the token and its scope again.
+/// A request for a protected operation without a valid token, or with a token lacking the
+/// operation's scope, is refused here, before its parameters or body are parsed: 401 or 403
+/// whatever is wrong with them. Only the middleware before this one answers first (413 for a body
+/// over the limit, 429 from the login rate limit). The operations themselves check the token and
+/// its scope again.
 struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let tokens: AccessTokens
@@ -48,23 +49,54 @@ struct AuthenticationMiddleware: RouterMiddleware {
         "POST /api/v1/auth/backchannel-logout",
     ]
 
+    /// The scope each protected operation of the contract names in its `security` requirement. A
+    /// test holds this table against openapi.yaml.
+    static let requiredScopes: [String: String] = [
+        "POST /api/v1/auth/logout": "profile:read",
+        "GET /api/v1/me": "profile:read",
+        "GET /api/v1/devices": "profile:read",
+        "DELETE /api/v1/devices/{device_id}": "profile:read",
+        "GET /api/v1/chats": "chat:rw",
+        "POST /api/v1/chats": "chat:rw",
+        "GET /api/v1/chats/{chat_id}": "chat:rw",
+        "PATCH /api/v1/chats/{chat_id}": "chat:rw",
+        "DELETE /api/v1/chats/{chat_id}": "chat:rw",
+        "GET /api/v1/chats/{chat_id}/messages": "chat:rw",
+        "POST /api/v1/chats/{chat_id}/evaluation": "chat:rw",
+        "GET /api/v1/chats/{chat_id}/tags": "chat:rw",
+        "GET /api/v1/settings": "chat:rw",
+        "PUT /api/v1/settings": "chat:rw",
+        "GET /api/v1/subjects": "chat:rw",
+        "POST /api/v1/chat": "chat:rw",
+        "POST /api/v1/push/register": "push:register",
+        "POST /api/v1/iap/verify": "iap:verify",
+    ]
+
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         context.authentication = authenticate(request)
+        // Only requests without a valid token, or with a token narrower than the apps get, look
+        // the operation up.
         switch context.authentication {
-        case .authenticated:
-            break
+        case .authenticated(let principal):
+            if !principal.hasEveryScope, let operation = operation(of: request), let scope = Self.requiredScopes[operation],
+               !principal.has(scope: scope) {
+                throw APIError.insufficientScope(scope)
+            }
         case .anonymous, .invalid:
-            // Only requests without a valid token look the operation up.
-            if requiresToken(request), let refusal = context.authentication.refusal { throw refusal }
+            if let operation = operation(of: request), !Self.publicOperations.contains(operation),
+               let refusal = context.authentication.refusal {
+                throw refusal
+            }
         }
         return try await next(request, context)
     }
 
-    private func requiresToken(_ request: Request) -> Bool {
+    /// The contract's operation the request is for, as `"METHOD /template"`, when it is under `/api/v1`.
+    private func operation(of request: Request) -> String? {
         let path = RouteTable.routedPath(request.uri.path)
-        guard path.hasPrefix("/api/v1/"), let operation = routes.operation(for: path, method: request.method) else { return false }
-        return !Self.publicOperations.contains(operation)
+        guard path.hasPrefix("/api/v1/") else { return nil }
+        return routes.operation(for: path, method: request.method)
     }
 
     func authenticate(_ request: Request) -> Authentication {

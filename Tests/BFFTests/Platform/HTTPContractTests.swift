@@ -73,16 +73,27 @@ struct HTTPContractTests {
         }
     }
 
-    @Test("every protected operation of openapi.yaml answers 401 to a request without a valid token, whatever else is wrong with it")
+    @Test("every protected operation of openapi.yaml answers 401 without a valid token, and 403 to a token lacking its scope, whatever else is wrong with the request")
     func tokenCheckedFirst() async throws {
         let operations = try Self.contractOperations()
+        for operation in operations {
+            #expect(operation.isPublic != (operation.scope != nil), "\(operation.name): public, or one scope")
+        }
         #expect(Set(operations.filter { $0.isPublic && $0.path.hasPrefix("/api/v1/") }.map(\.name)) == AuthenticationMiddleware.publicOperations)
         let protected = operations.filter { !$0.isPublic }
+        #expect(Dictionary(uniqueKeysWithValues: protected.map { ($0.name, $0.scope!) }) == AuthenticationMiddleware.requiredScopes)
         try #require(protected.count >= 15)
+        // One learner per scope, holding every scope but that one.
+        var learners: [String: Learner] = [:]
+        for scope in AccessTokens.allScopes {
+            learners[scope] = try await Learner.make(database: database, scopes: AccessTokens.allScopes.filter { $0 != scope })
+        }
+        let lacking = learners
         let credentials: [HTTPFields] = [[:], [.authorization: "Bearer not.a.token"], [.cookie: "bff_session=x"]]
         let app = try await makeTestApp(database: database)
         try await app.live { client in
             for operation in protected {
+                let name = operation.name, method = HTTPRequest.Method(operation.method)!
                 // A malformed path parameter, a limit that is no number, a body that is not JSON, and
                 // the path as the router also takes it (empty segments skipped): each alone is a 4xx.
                 let path = operation.path.replacing(/\{[a-z_]+\}/, with: "not%20an%20id")
@@ -90,11 +101,14 @@ struct HTTPContractTests {
                     for credential in credentials {
                         var headers: HTTPFields = [.contentType: "application/json"]
                         headers.append(contentsOf: credential)
-                        let response = try await client.execute(
-                            uri: uri, method: HTTPRequest.Method(operation.method)!, headers: headers, body: ByteBuffer(string: "{"))
+                        let response = try await client.execute(uri: uri, method: method, headers: headers, body: ByteBuffer(string: "{"))
                         expectError(response, .unauthorized, "invalid_token", of: "\(operation.method) \(uri)")
                         #expect(response.headers[.wwwAuthenticate] == "Bearer error=\"invalid_token\"", "\(operation.method) \(uri)")
                     }
+                    let scope = try #require(operation.scope)
+                    let response = try await client.call(method, uri, as: try #require(lacking[scope]), json: "{")
+                    expectError(response, .forbidden, "insufficient_scope", of: "\(name) without \(scope): \(uri)")
+                    #expect(response.headers[.wwwAuthenticate] == "Bearer error=\"insufficient_scope\", scope=\"\(scope)\"", "\(name)")
                 }
             }
             // The public operations reach their handlers whatever the credentials: a web client's
@@ -112,10 +126,10 @@ struct HTTPContractTests {
     }
 
     /// The operations of openapi.yaml, read from its layout (paths at two spaces, methods at four,
-    /// an operation's own `security` at six).
-    private static func contractOperations() throws -> [(name: String, method: String, path: String, isPublic: Bool)] {
+    /// an operation's own `security` at six and its requirement at eight).
+    private static func contractOperations() throws -> [(name: String, method: String, path: String, isPublic: Bool, scope: String?)] {
         let contract = try String(contentsOf: TestEnvironment.repository.appendingPathComponent("openapi.yaml"), encoding: .utf8)
-        var operations: [(name: String, method: String, path: String, isPublic: Bool)] = []
+        var operations: [(name: String, method: String, path: String, isPublic: Bool, scope: String?)] = []
         var path: String?
         for line in contract.split(separator: "\n", omittingEmptySubsequences: false) {
             if line == "components:" { break }
@@ -123,9 +137,11 @@ struct HTTPContractTests {
                 path = String(match.1)
             } else if let path, let match = line.wholeMatch(of: /\ {4}(get|put|post|patch|delete):/) {
                 let method = match.1.uppercased()
-                operations.append((name: "\(method) \(path)", method: method, path: path, isPublic: false))
+                operations.append((name: "\(method) \(path)", method: method, path: path, isPublic: false, scope: nil))
             } else if line == "      security: []", !operations.isEmpty {
                 operations[operations.count - 1].isPublic = true
+            } else if let match = line.wholeMatch(of: /\ {8}- bearerAuth: \['([a-z:]+)'\]/), !operations.isEmpty {
+                operations[operations.count - 1].scope = String(match.1)
             }
         }
         return operations
