@@ -147,6 +147,23 @@ struct ChatsTests {
         }
     }
 
+    @Test("a date-time out of range or malformed is 422 validation_failed, never a crash")
+    func outOfRangeDates() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Kept"}"#).json["id"] as? String)
+            for since in ["2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "2025-01-01T00:00:00Zjunk", "2025-02-30T00:00:00Z"] {
+                let encoded = since.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
+                let pull = try await client.call(.get, "/api/v1/chats?updated_since=\(encoded)", as: learner)
+                #expect(pull.status == .unprocessableContent && pull.errorCode == "validation_failed", "\(since): \(pull.text)")
+                let rename = try await client.call(.patch, "/api/v1/chats/\(chat)", as: learner, json: #"{"title":"Lost","updated_at":"\#(since)"}"#)
+                #expect(rename.status == .unprocessableContent && rename.errorCode == "validation_failed", "\(since): \(rename.text)")
+            }
+            #expect(try await client.call(.get, "/api/v1/chats/\(chat)", as: learner).json["title"] as? String == "Kept")
+        }
+    }
+
     @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays, refuses another body, and survives concurrency")
     func createAndIdempotency() async throws {
         let learner = try await Learner.make(database: database)

@@ -53,7 +53,7 @@ struct WireFormatTests {
         #expect(String(buffer: writer.buffer) == "\"0a1b2c3d-4e5f-6789-abcd-ef0123456789\"")
     }
 
-    @Test("JSONWriter timestamps equal the contract's RFC 3339 dates (RFC3339Dates) across eras, rounded to the millisecond")
+    @Test("JSONWriter timestamps, which RFC3339Dates writes too, equal Foundation's ISO 8601 across eras, rounded to the millisecond")
     func timestamps() throws {
         func written(_ micros: Int64) -> String {
             var writer = JSONWriter()
@@ -68,11 +68,57 @@ struct WireFormatTests {
         #expect(written(951_782_400_000_000) == "\"2000-02-29T00:00:00.000Z\"")
         #expect(written(1_709_251_199_999_600) == "\"2024-03-01T00:00:00.000Z\"")
         var generator = SystemRandomNumberGenerator()
-        // 1900-03-01 … 2099-12-31, leap days included; the oracle gets whole milliseconds.
+        // 1900-03-01 … 2099-12-31, leap days included. Foundation formats the whole seconds (its
+        // fractions truncate a binary fraction: .123 can print .122), the milliseconds are appended.
         for _ in 0..<2_000 {
             let millis = Int64.random(in: -2_203_891_200_000...4_102_444_799_999, using: &generator)
-            let expected = try RFC3339Dates().encode(Date(timeIntervalSince1970: Double(millis) / 1000))
+            let (second, milli) = (millis - (millis % 1000 + 1000) % 1000, (millis % 1000 + 1000) % 1000)
+            let whole = Date(timeIntervalSince1970: Double(second / 1000)).formatted(Date.ISO8601FormatStyle())
+            let expected = "\(whole.dropLast()).\(String(format: "%03d", Int(milli)))Z"
             #expect(written(millis * 1000) == "\"\(expected)\"", "\(millis)")
+            #expect(try RFC3339Dates().encode(Date(timeIntervalSince1970: Double(millis) / 1000)) == expected, "\(millis)")
+        }
+    }
+
+    @Test("RFC 3339 dates are read strictly: every field its width and range, years 0001-9999, nothing after the offset")
+    func rfc3339Reading() throws {
+        let dates = RFC3339Dates()
+        let accepted: [(String, Double)] = [
+            ("2025-01-01T00:00:00Z", 1_735_689_600),
+            ("2025-01-01t09:00:00+09:00", 1_735_689_600),
+            ("2024-12-31T14:30:00-09:30", 1_735_689_600),
+            ("2025-01-01T00:00:00z", 1_735_689_600),
+            ("2025-01-01T00:00:00.5Z", 1_735_689_600.5),
+            ("2025-01-01T00:00:00.123456Z", 1_735_689_600.123456),
+            ("2024-02-29T00:00:00Z", 1_709_164_800),
+            ("2000-02-29T00:00:00Z", 951_782_400),
+            ("1969-12-31T23:59:59Z", -1),
+            ("0001-01-01T00:00:00Z", -62_135_596_800),
+            ("9999-12-31T23:59:59Z", 253_402_300_799),
+            ("2016-12-31T23:59:60Z", 1_483_228_800),  // a leap second reads as the next one
+        ]
+        for (text, seconds) in accepted {
+            let date = try dates.decode(text)
+            #expect(abs(date.timeIntervalSince1970 - seconds) < 0.000_001, "\(text): \(date.timeIntervalSince1970)")
+        }
+        let refused = [
+            "", "2025-01-01", "2025-01-01T00:00:00", "2025-01-01 00:00:00Z", "2025-01-01T00:00Z",
+            "2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "10000-01-01T00:00:00Z", "0000-12-31T00:00:00Z",
+            "2025-1-1T1:2:3Z", "2025-01-01T00:00:00Zjunk", "2025-01-01T00:00:00+09:00:00", "2025-01-01T00:00:00.Z",
+            "2025-13-01T00:00:00Z", "2025-00-01T00:00:00Z", "2025-02-29T00:00:00Z", "2025-04-31T00:00:00Z", "2025-01-00T00:00:00Z",
+            "2025-01-01T24:00:00Z", "2025-01-01T23:60:00Z", "2025-01-01T23:59:61Z", "2025-01-01T00:00:00+24:00",
+            "2025-01-01T00:00:00+09:60", "2025-01-01T00:00:00+0900", "+2025-01-01T00:00:00Z", "２０２５-01-01T00:00:00Z",
+            "2025-01-01T00:00:00.\(String(repeating: "1", count: 40))Z",
+        ]
+        for text in refused {
+            #expect(throws: APIError.self, "\(text)") { try dates.decode(text) }
+        }
+        var generator = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let millis = Int64.random(in: -62_135_596_800_000...253_402_300_799_999, using: &generator)
+            let date = Date(timeIntervalSince1970: Double(millis) / 1000)
+            let read = try dates.decode(try dates.encode(date))
+            #expect(Int64((read.timeIntervalSince1970 * 1000).rounded()) == millis, "\(millis)")
         }
     }
 
