@@ -64,10 +64,11 @@ struct SettingsRepository: Sendable {
                 let catalogue = try await Self.topicsBySubject(connection, logger: database.logger)
                 for (index, preference) in settings.subjects.enumerated() {
                     guard let topics = catalogue[preference.subjectID] else {
-                        throw APIError.validation("subjects[\(index)].subject_id", "no such subject")
+                        throw APIError(.unprocessableContent, "unknown_subject", "subjects[\(index)].subject_id: no such subject.")
                     }
                     if let unknown = preference.topicIDs.first(where: { !topics.contains($0) }) {
-                        throw APIError.validation("subjects[\(index)].topic_ids", "\(unknown) is not a topic of \(preference.subjectID)")
+                        throw APIError(.unprocessableContent, "unknown_topic",
+                                       "subjects[\(index)].topic_ids: \(unknown) is not a topic of \(preference.subjectID).")
                     }
                 }
                 _ = try await connection.query("""

@@ -478,28 +478,28 @@ struct SettingsTests {
         }
     }
 
-    @Test("each invalid field is 422 naming it, and nothing changes", arguments: [
-        ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#),
-        ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#),
-        ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#),
-        ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#),
-        ("theme", #""theme":"dark""#, #""theme":"neon""#),
-        ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#),
-        ("subjects[0].subject_id", #""subject_id":"math""#, #""subject_id":"alchemy""#),
-        ("subjects[0].topic_ids", #""topic_ids":["math.quadratics"]"#, #""topic_ids":["physics.waves"]"#),
+    @Test("each invalid field is 422 naming it, with the contract's code, and nothing changes", arguments: [
+        ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#, "validation_failed"),
+        ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#, "validation_failed"),
+        ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#, "validation_failed"),
+        ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#, "validation_failed"),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#, "validation_failed"),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#, "validation_failed"),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#, "validation_failed"),
+        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#, "validation_failed"),
+        ("theme", #""theme":"dark""#, #""theme":"neon""#, "validation_failed"),
+        ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#, "validation_failed"),
+        ("subjects[0].subject_id", #""subject_id":"math""#, #""subject_id":"alchemy""#, "unknown_subject"),
+        ("subjects[0].topic_ids", #""topic_ids":["math.quadratics"]"#, #""topic_ids":["physics.waves"]"#, "unknown_topic"),
     ])
-    func invalidFields(field: String, from: String, to: String) async throws {
+    func invalidFields(field: String, from: String, to: String, code: String) async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
         try await app.live { client in
             let body = Self.valid.replacingOccurrences(of: from, with: to)
             #expect(body != Self.valid)
             let response = try await client.call(.put, "/api/v1/settings", as: learner, json: body)
-            #expect(response.status == .unprocessableContent)
+            #expect(response.status == .unprocessableContent && response.errorCode == code, "\(response.text)")
             #expect((response.json["message"] as? String)?.contains(field.components(separatedBy: "[").first ?? field) == true, "\(response.text)")
             let unchanged = try await client.call(.get, "/api/v1/settings", as: learner)
             #expect(unchanged.json["theme"] as? String == "system")
