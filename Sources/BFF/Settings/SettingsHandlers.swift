@@ -12,8 +12,7 @@ extension APIService {
         let principal = try Authorization.require("chat:rw")
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let replacement = try LearnerSettings(validating: body)
-        try await settings.replace(userID: principal.userID, with: replacement)
-        return .ok(.init(body: .json(try await settings.settings(userID: principal.userID).schema)))
+        return .ok(.init(body: .json(try await settings.replace(userID: principal.userID, with: replacement).schema)))
     }
 
     func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {

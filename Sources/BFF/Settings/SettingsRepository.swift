@@ -36,29 +36,36 @@ struct SettingsRepository: Sendable {
 
     func settings(userID: UUID) async throws -> LearnerSettings {
         try await database.run { client in
-            let rows = try await client.query("""
-                SELECT difficulty::int, to_char(notify_start, 'HH24:MI'), to_char(notify_end, 'HH24:MI'), timezone, theme
-                FROM user_settings WHERE user_id = \(userID)
-                """)
-            var settings = LearnerSettings.defaults
-            var stored = false
-            for try await (difficulty, start, end, timezone, theme) in rows.decode((Int, String, String, String, String).self) {
-                settings = LearnerSettings(subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme)
-                stored = true
-            }
-            guard stored else { return settings }
-            let prefs = try await client.query("""
-                SELECT subject_id, topic_ids, difficulty::int FROM user_subject_prefs WHERE user_id = \(userID) ORDER BY subject_id
-                """)
-            for try await (subject, topics, difficulty) in prefs.decode((String, [String], Int).self) {
-                settings.subjects.append(.init(subjectID: subject, topicIDs: topics, difficulty: difficulty))
-            }
-            return settings
+            try await Self.read(userID: userID) { try await client.query($0) }
         }
     }
 
-    /// Replaces everything in one transaction, after checking the subjects and topics exist and agree.
-    func replace(userID: UUID, with settings: LearnerSettings) async throws {
+    /// The stored settings in one statement, so that a replacement committing meanwhile is seen
+    /// whole or not at all.
+    private static func read(userID: UUID, _ query: (PostgresQuery) async throws -> PostgresRowSequence) async throws -> LearnerSettings {
+        let rows = try await query("""
+            SELECT s.difficulty::int, to_char(s.notify_start, 'HH24:MI'), to_char(s.notify_end, 'HH24:MI'), s.timezone, s.theme,
+                   p.subject_id, p.topic_ids, p.difficulty::int
+            FROM user_settings s LEFT JOIN user_subject_prefs p ON p.user_id = s.user_id
+            WHERE s.user_id = \(userID)
+            ORDER BY p.subject_id
+            """)
+        var settings: LearnerSettings?
+        for try await (difficulty, start, end, timezone, theme, subject, topics, subjectDifficulty)
+            in rows.decode((Int, String, String, String, String, String?, [String]?, Int?).self) {
+            if settings == nil {
+                settings = LearnerSettings(subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme)
+            }
+            if let subject, let topics, let subjectDifficulty {
+                settings?.subjects.append(.init(subjectID: subject, topicIDs: topics, difficulty: subjectDifficulty))
+            }
+        }
+        return settings ?? .defaults
+    }
+
+    /// Replaces everything in one transaction, after checking the subjects and topics exist and agree;
+    /// returns what it stored, as a read would.
+    func replace(userID: UUID, with settings: LearnerSettings) async throws -> LearnerSettings {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
                 let catalogue = try await Self.topicsBySubject(connection, logger: database.logger)
@@ -85,6 +92,7 @@ struct SettingsRepository: Sendable {
                         VALUES (\(userID), \(preference.subjectID), \(preference.topicIDs), \(preference.difficulty)::smallint)
                         """, logger: database.logger)
                 }
+                return try await Self.read(userID: userID) { try await connection.query($0, logger: database.logger) }
             }
         }
     }

@@ -478,6 +478,39 @@ struct SettingsTests {
         }
     }
 
+    @Test("a read while settings are being replaced sees one whole document, never parts of two")
+    func wholeDocuments() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner, json: Self.valid).status == .ok)
+            let (locked, signal) = AsyncStream.makeStream(of: Void.self)
+            // Another session replaces the document (as a PUT does) while it holds the subjects'
+            // table, so that a read of the subjects waits for its commit.
+            let replacement = Task {
+                defer { signal.finish() }
+                try await database.withClient { other in
+                    try await other.withTransaction(logger: TestEnvironment.quietLogger) { connection in
+                        _ = try await connection.query("LOCK TABLE user_subject_prefs IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.quietLogger)
+                        signal.finish()
+                        try await Task.sleep(for: .milliseconds(700))
+                        _ = try await connection.query(
+                            "UPDATE user_settings SET theme = 'light' WHERE user_id = \(learner.id)", logger: TestEnvironment.quietLogger)
+                        _ = try await connection.query(
+                            "UPDATE user_subject_prefs SET subject_id = 'physics', topic_ids = '{}' WHERE user_id = \(learner.id)",
+                            logger: TestEnvironment.quietLogger)
+                    }
+                }
+            }
+            for await _ in locked {}
+            let read = try await client.call(.get, "/api/v1/settings", as: learner)
+            try await replacement.value
+            let subjects = (read.json["subjects"] as? [[String: Any]] ?? []).compactMap { $0["subject_id"] as? String }
+            let document = "\(read.json["theme"] as? String ?? "?") \(subjects)"
+            #expect(document == "light [\"physics\"]", "\(document)")
+        }
+    }
+
     @Test("each invalid field is 422 naming it, with the contract's code, and nothing changes", arguments: [
         ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#, "validation_failed"),
         ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#, "validation_failed"),
