@@ -131,7 +131,12 @@ ensure_venv() {
   local python stamp="$VENV/.requirements.sha256" want
   local -a reqs=("${VENV_REQUIREMENTS[@]}")
   python="$(pick_python)"
-  command -v "$python" >/dev/null 2>&1 || die "python3 not found: install it (apt-get install -y python3 python3-venv)"
+  if ! command -v "$python" >/dev/null 2>&1 && [[ -z "${PYTHON:-}" ]]; then
+    # The Swift toolchain's Debian images come without Python.
+    log "python3 not found; installing Debian's python3 and python3-venv"
+    apt_install python3 python3-venv || true
+  fi
+  command -v "$python" >/dev/null 2>&1 || die "$python not found: install it (apt-get install -y python3 python3-venv)"
   if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
     "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)' 2>/dev/null \
       || die "Python >= 3.11 is needed (3.12+ preferred); set PYTHON=/path/to/python3.12"
@@ -291,6 +296,20 @@ with urllib.request.urlopen(sys.argv[1], timeout=2) as r:
     sys.exit(0 if 200 <= r.status < 300 else 1)
 EOF
   fi
+}
+
+# ensure_commands CMD:PACKAGE...: installs the Debian package of each command not on PATH.
+ensure_commands() {
+  local pair missing=()
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || missing+=("${pair#*:}")
+  done
+  ((${#missing[@]})) || return 0
+  log "installing Debian's ${missing[*]}"
+  apt_install "${missing[@]}" || die "could not install ${missing[*]}: apt-get install -y ${missing[*]}"
+  for pair in "$@"; do
+    command -v "${pair%%:*}" >/dev/null 2>&1 || die "${pair#*:} installed, but ${pair%%:*} is not on PATH"
+  done
 }
 
 random_base64url() {
