@@ -52,20 +52,27 @@ can_be_root() { is_root || command -v sudo >/dev/null 2>&1; }
 apt_install() {
   command -v apt-get >/dev/null 2>&1 || return 1
   can_be_root || return 1
-  local policy=/usr/sbin/policy-rc.d added_policy=0
+  local policy=/usr/sbin/policy-rc.d
   if [[ ! -e "$policy" ]]; then
     as_root sh -c "printf '#!/bin/sh\nexit 101\n' > '$policy' && chmod 755 '$policy'"
-    added_policy=1
+    # Left behind, it would keep every service from starting through apt: cleanup removes it too
+    # when the script is stopped meanwhile.
+    APT_POLICY_ADDED="$policy"
   fi
   local rc=0
   as_root apt-get update -qq || rc=$?
   if [[ "$rc" == 0 ]]; then
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" || rc=$?
   fi
-  if [[ "$added_policy" == 1 ]]; then
-    as_root rm -f "$policy"
-  fi
+  remove_apt_policy
   return "$rc"
+}
+
+APT_POLICY_ADDED=""
+remove_apt_policy() {
+  [[ -n "$APT_POLICY_ADDED" ]] || return 0
+  as_root rm -f "$APT_POLICY_ADDED"
+  APT_POLICY_ADDED=""
 }
 
 # --- PostgreSQL ---------------------------------------------------------------
@@ -355,6 +362,7 @@ cleanup() {
     "$PG_CLUSTER" destroy "${entry% *}" "${entry##* }" || warn "could not destroy the cluster in ${entry% *}"
   done
   rm -f "${CLEANUP_FILES[@]}"
+  remove_apt_policy
   exit "$rc"
 }
 
