@@ -83,7 +83,11 @@ public func buildApplication(
         rate: configuration.authRateLimit,
         period: .seconds(60),
         clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies),
-        deferredPaths: ["/api/v1/auth/refresh"]))
+        deferredPaths: ["/api/v1/auth/refresh"],
+        // The IdP sends every user's logout from its few addresses, and need not retry a refused
+        // one: limited, a busy minute would leave sessions signed in. Each is a signed, single-use
+        // token, verified before it changes anything.
+        exemptPaths: ["/api/v1/auth/backchannel-logout"]))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(

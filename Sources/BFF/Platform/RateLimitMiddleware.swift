@@ -20,10 +20,12 @@ struct RateLimitMiddleware: RouterMiddleware {
     let clientAddress: ClientAddress
     /// Paths whose handler counts the request inside its own statement (see `DeferredRateLimit`).
     var deferredPaths: Set<String> = []
+    /// Paths under the prefix that are not limited.
+    var exemptPaths: Set<String> = []
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let path = RouteTable.routedPath(request.uri.path)
-        guard path.hasPrefix(pathPrefix) else { return try await next(request, context) }
+        guard path.hasPrefix(pathPrefix), !exemptPaths.contains(path) else { return try await next(request, context) }
         let key = "\(name):\(clientAddress.resolve(request, context: context))"
         if deferredPaths.contains(path) {
             return try await deferred(request, context: context, key: key, next: next)

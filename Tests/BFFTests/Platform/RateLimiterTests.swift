@@ -89,7 +89,7 @@ struct RateLimiterTests {
         #expect(afterWait.allowed)
     }
 
-    @Test("/api/v1/auth/* is limited per client address: 429 rate_limited with Retry-After and RateLimit-* headers")
+    @Test("/api/v1/auth/* but the back-channel logout is limited per client address: 429 rate_limited with Retry-After and RateLimit-* headers")
     func authMiddleware() async throws {
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "3"])
         try await app.live { client in
@@ -117,6 +117,14 @@ struct RateLimiterTests {
             // Routes outside /auth/ are not counted against it.
             let health = try await client.execute(uri: "/healthz", method: .get)
             #expect(health.status == .ok)
+            // Nor are back-channel logouts: they come from the IdP's few addresses, for every user,
+            // and one refused is a session that stays signed in.
+            for uri in ["/api/v1/auth/backchannel-logout", "//api/v1/auth/backchannel-logout/"] {
+                let logout = try await client.execute(
+                    uri: uri, method: .post, headers: [.contentType: "application/x-www-form-urlencoded"], body: ByteBuffer(string: "logout_token=x"))
+                #expect(logout.status == .badRequest && logout.errorCode == "invalid_logout_token", "\(uri): \(logout.text)")
+                #expect(logout.headers[.rateLimitLimit] == nil)
+            }
             #expect(health.headers[.rateLimitLimit] == nil)
         }
     }
