@@ -10,13 +10,14 @@ extension APIService {
 
     func authCallback(_ input: Operations.AuthCallback.Input) async throws -> Operations.AuthCallback.Output {
         let pair = try await auth.callback(code: input.query.code, state: input.query.state)
-        return .ok(.init(body: .json(pair.schema)))
+        // Tokens must not be kept by any cache (RFC 6749 §5.1).
+        return .ok(.init(headers: .init(cacheControl: .noStore), body: .json(pair.schema)))
     }
 
     func authRefresh(_ input: Operations.AuthRefresh.Input) async throws -> Operations.AuthRefresh.Output {
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let pair = try await auth.refresh(token: body.refreshToken, deviceID: body.deviceId)
-        return .ok(.init(body: .json(pair.schema)))
+        return .ok(.init(headers: .init(cacheControl: .noStore), body: .json(pair.schema)))
     }
 
     func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output {

@@ -59,6 +59,7 @@ struct LoginTests {
 
             let callback = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
             #expect(callback.status == .ok, "\(callback.text)")
+            #expect(callback.headers[.cacheControl] == "no-store")
             let access = try #require(callback.json["access_token"] as? String)
             let refresh = try #require(callback.json["refresh_token"] as? String)
             secrets += [access, refresh]

@@ -36,6 +36,7 @@ struct RefreshRotationTests {
         try await app.live { client in
             let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(first.status == .ok, "\(first.text)")
+            #expect(first.headers[.cacheControl] == "no-store")
             let retry = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             #expect(retry.status == .ok)
             #expect(retry.json["refresh_token"] as? String == first.json["refresh_token"] as? String)
