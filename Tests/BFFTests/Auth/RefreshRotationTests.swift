@@ -109,6 +109,27 @@ struct RefreshRotationTests {
         #expect(reason.contains("reuse_detected"))
     }
 
+    @Test("a spent token presented while the family is at its rate limit still revokes the family: reuse is never rate limited")
+    func reuseDetectedAtTheFamilyLimit() async throws {
+        let pair = try await login()
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "0"])
+        try await app.live { client in
+            // A thief rotates the stolen token as often as the family's limit allows (10 a minute).
+            var head = pair.refreshToken
+            for _ in 0..<10 {
+                let rotated = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(head))
+                head = try #require(rotated.json["refresh_token"] as? String, "\(rotated.status): \(rotated.text)")
+            }
+            let limited = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(head))
+            #expect(limited.status == .tooManyRequests && limited.errorCode == "rate_limited")
+            // The learner's app presents the token it still holds.
+            let reused = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            #expect(reused.status == .unauthorized && reused.errorCode == "refresh_reused", "\(reused.status): \(reused.text)")
+            let thief = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(head))
+            #expect(thief.status == .unauthorized && thief.errorCode == "session_revoked", "\(thief.status): \(thief.text)")
+        }
+    }
+
     @Test("a token presented from another device is invalid_refresh_token and revokes its family, access tokens included")
     func deviceMismatchRevokes() async throws {
         let pair = try await login()
