@@ -5,6 +5,7 @@ import NIOCore
 import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
+import Synchronization
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
 struct DatabaseUnavailable: Error, CustomStringConvertible {
@@ -29,18 +30,21 @@ public struct Database: Sendable {
     let timeout: Duration
     private let leases: Gauge
     private let leasesInFlight: NIOLockedValueBox<Int>
+    private let turns = Turns()
 
     /// The pool of the current event loop, or the first pool when called off the loops.
     public var client: PostgresClient {
         pools[currentPool].client
     }
 
-    /// The index in `clients` of the current event loop's pool (0 off the loops).
+    /// The index in `clients` of the current event loop's pool; off the loops (tasks on Swift's
+    /// default pool), each pool in turn, so that every connection is used.
     var currentPool: Int {
-        if pools.count > 1, let current = MultiThreadedEventLoopGroup.currentEventLoop {
+        guard pools.count > 1 else { return 0 }
+        if let current = MultiThreadedEventLoopGroup.currentEventLoop {
             for (index, pool) in pools.enumerated() where pool.loop === current { return index }
         }
-        return 0
+        return turns.next() % pools.count
     }
 
     /// Every pool: each must run for the server's lifetime.
@@ -52,10 +56,12 @@ public struct Database: Sendable {
         self.init(pools: [Pool(loop: nil, client: client)], timeout: timeout, poolSize: poolSize, logger: logger)
     }
 
-    /// One pool per loop of `group`, splitting `poolSize` connections between them (at least one each).
+    /// One pool per loop of `group`, splitting `poolSize` connections between them. With more loops
+    /// than connections, only the first `poolSize` loops get a pool of one, and the others take
+    /// turns: a process never opens more than `poolSize`, however many cores its host has.
     public init(configuration: DatabaseURL, perEventLoopOf group: MultiThreadedEventLoopGroup, timeout: Duration, poolSize: Int,
                 logger: Logger) {
-        let loops = Array(group.makeIterator())
+        let loops = Array(group.makeIterator().prefix(max(1, poolSize)))
         let perLoop = max(1, poolSize / loops.count)
         var clientConfiguration = configuration.clientConfiguration(poolSize: perLoop)
         // postgres-nio parks every released connection with an idle-timeout timer (above the minimum)
@@ -209,4 +215,13 @@ func withDeadline<Result: Sendable>(
 extension PostgresTransactionError {
     /// What broke the transaction: its body's error, else that of BEGIN, COMMIT or ROLLBACK.
     var cause: (any Error)? { closureError ?? beginError ?? commitError ?? rollbackError }
+}
+
+/// A shared counter handing out 0, 1, 2, …
+private final class Turns: Sendable {
+    private let counter = Atomic<Int>(0)
+
+    func next() -> Int {
+        counter.wrappingAdd(1, ordering: .relaxed).oldValue & Int.max
+    }
 }

@@ -161,7 +161,7 @@ struct MigrationTests {
         let slow = [Migration(version: 1, name: "slow", sql: "SELECT pg_sleep(1.5); CREATE TABLE slow_done (id int);")]
         let (applied, timeout, sleep) = try await Commands.withDatabase(database) { client in
             let applied = try await Migrator(migrations: slow, logger: TestEnvironment.quietLogger).migrate(client: client)
-            // One connection per loop, and `client` is the first loop's: the migrator's own session.
+            // One connection in all (a pool of one): the migrator's own session.
             var timeout = ""
             for try await value in try await client.query("SHOW statement_timeout").decode(String.self) { timeout = value }
             // PostgreSQL itself ends the statement (the deadline alone would wait for it).
