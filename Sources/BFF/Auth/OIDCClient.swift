@@ -92,9 +92,7 @@ final class OIDCClient: Sendable {
     static let logoutTokenMaxAge: TimeInterval = 24 * 3600
 
     init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared) {
-        var text = issuer.absoluteString
-        while text.hasSuffix("/") { text.removeLast() }
-        self.issuer = text
+        self.issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.http = http
@@ -105,7 +103,7 @@ final class OIDCClient: Sendable {
             return cached
         }
         let metadata: Metadata = try await getJSON("\(issuer)/.well-known/openid-configuration")
-        guard metadata.issuer == issuer else {
+        guard Self.withoutTrailingSlashes(metadata.issuer) == issuer else {
             throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
         }
         metadataCache.withLockedValue { $0 = (metadata, ContinuousClock.now) }
@@ -213,12 +211,20 @@ final class OIDCClient: Sendable {
         return claims
     }
 
+    /// The issuer as this service keys users by it. Providers differ on a final `/` (Auth0 has one)
+    /// and the discovery URL drops it (OpenID Connect Discovery §4), so `iss` is compared without it.
+    static func withoutTrailingSlashes(_ issuer: String) -> String {
+        var text = Substring(issuer)
+        while text.hasSuffix("/") { text.removeLast() }
+        return String(text)
+    }
+
     private static func fitsKeyColumn(_ value: String) -> Bool {
         (1...255).contains(value.unicodeScalars.count) && !value.unicodeScalars.contains("\0")
     }
 
     private func checkCommon(iss: String, aud: [String], iat: Date, now: Date) throws {
-        guard iss == issuer else { throw IdPRejected(reason: "issuer mismatch") }
+        guard Self.withoutTrailingSlashes(iss) == issuer else { throw IdPRejected(reason: "issuer mismatch") }
         guard aud.contains(clientID) else { throw IdPRejected(reason: "audience mismatch") }
         guard iat <= now.addingTimeInterval(Self.leeway) else { throw IdPRejected(reason: "issued in the future") }
     }

@@ -168,9 +168,10 @@ struct IDTokenTests {
         }
     }
 
-    @Test("the callback through a provider of the test's own: client_secret_basic, user upserted, refusal is 401 idp_rejected")
-    func callbackWithLocalProvider() async throws {
-        try await LocalIdP().serve { [database] idp in
+    @Test("the callback through a provider of the test's own, its issuer with or without a final /: client_secret_basic, user upserted, refusal is 401 idp_rejected",
+          arguments: [false, true])
+    func callbackWithLocalProvider(trailingSlash: Bool) async throws {
+        try await LocalIdP(trailingSlash: trailingSlash).serve { [database] idp in
             let app = try await makeTestApp(database: database, environment: [
                 "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
             ])

@@ -17,16 +17,23 @@ final class LocalIdP: Sendable {
     /// Requests seen by the token endpoint (form bodies and Authorization headers).
     let tokenRequests = NIOLockedValueBox<[(form: String, authorization: String?)]>([])
     let port = NIOLockedValueBox<Int>(0)
+    /// Whether the issuer ends in `/`, as some providers' do (Auth0).
+    let trailingSlash: Bool
 
-    var issuer: String { "http://127.0.0.1:\(port.withLockedValue { $0 })" }
+    init(trailingSlash: Bool = false) {
+        self.trailingSlash = trailingSlash
+    }
+
+    var base: String { "http://127.0.0.1:\(port.withLockedValue { $0 })" }
+    var issuer: String { base + (trailingSlash ? "/" : "") }
 
     /// Serves while `body` runs.
     func serve<T: Sendable>(_ body: @escaping @Sendable (LocalIdP) async throws -> T) async throws -> T {
         let router = Router()
         router.get("/.well-known/openid-configuration") { [self] _, _ -> Response in
             json("""
-                {"issuer":"\(issuer)","authorization_endpoint":"\(issuer)/authorize","token_endpoint":"\(issuer)/token",
-                 "jwks_uri":"\(issuer)/jwks","id_token_signing_alg_values_supported":["ES256"]}
+                {"issuer":"\(issuer)","authorization_endpoint":"\(base)/authorize","token_endpoint":"\(base)/token",
+                 "jwks_uri":"\(base)/jwks","id_token_signing_alg_values_supported":["ES256"]}
                 """)
         }
         router.get("/jwks") { [self] _, _ -> Response in
