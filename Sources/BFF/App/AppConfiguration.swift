@@ -62,9 +62,14 @@ public struct AppConfiguration: Sendable {
         refreshReuseInterval = try reader.int("BFF_REFRESH_REUSE_INTERVAL", default: 10, range: 0...300)
         revocationPollInterval = try reader.int("BFF_REVOCATION_POLL_INTERVAL", default: 5, range: 1...60)
         let issuer = try reader.required("BFF_OIDC_ISSUER")
-        guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme, scheme == "https" || scheme == "http",
-              issuerURL.host != nil
-        else { throw ConfigurationError("BFF_OIDC_ISSUER", "must be an http(s) URL") }
+        guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme?.lowercased(), let host = issuerURL.host?.lowercased(),
+              scheme == "https" || scheme == "http"
+        else { throw ConfigurationError("BFF_OIDC_ISSUER", "must be an https URL") }
+        // Over plain http, anyone on the path could hand the server signing keys of their own and
+        // sign in as any learner; only a provider on this host (development, tests) may use it.
+        guard scheme == "https" || ["localhost", "127.0.0.1", "::1", "[::1]"].contains(host) else {
+            throw ConfigurationError("BFF_OIDC_ISSUER", "must be an https URL (http only for localhost), got \"\(issuer)\"")
+        }
         oidcIssuer = issuerURL
         oidcClientID = try reader.required("BFF_OIDC_CLIENT_ID")
         oidcClientSecret = reader.optional("BFF_OIDC_CLIENT_SECRET")

@@ -31,6 +31,8 @@ struct ConfigurationTests {
         ("BFF_JWT_KEYS", "k1:c2hvcnQ"),
         ("BFF_HTTP_PORT", "eighty"),
         ("BFF_OIDC_ISSUER", "not a url"),
+        ("BFF_OIDC_ISSUER", "http://idp.example.com"),
+        ("BFF_OIDC_ISSUER", "ftp://idp.example.com"),
         ("BFF_LOG_LEVEL", "loud"),
         ("BFF_REVOCATION_POLL_INTERVAL", "0"),
         ("BFF_REVOCATION_POLL_INTERVAL", "61"),
@@ -44,6 +46,13 @@ struct ConfigurationTests {
             (error as? ConfigurationError)?.variable == variable
                 && String(describing: error).contains(variable)
         }
+    }
+
+    @Test("an http issuer is accepted on this host only", arguments: ["http://127.0.0.1:9400", "http://localhost:9400/", "http://[::1]:9400"])
+    func loopbackIssuer(issuer: String) throws {
+        var environment = valid
+        environment["BFF_OIDC_ISSUER"] = issuer
+        #expect(try AppConfiguration(environment: environment).oidcIssuer.absoluteString == issuer)
     }
 
     @Test("socket URLs in libpq style select the Unix socket")
