@@ -2,10 +2,12 @@ import Foundation
 import NIOSSL
 import PostgresNIO
 
-/// A parsed `BFF_DATABASE_URL`: `postgres://user:pass@host:port/db[?sslmode=…]` over TCP, or
-/// `postgres://user@/db?host=/socket/dir` (libpq style) over a Unix socket.
+/// A parsed `BFF_DATABASE_URL`: `postgres://user:pass@host:port/db[?sslmode=…&sslrootcert=…]` over
+/// TCP, or `postgres://user@/db?host=/socket/dir` (libpq style) over a Unix socket.
 public struct DatabaseURL: Sendable, Equatable {
-    public enum TLSMode: String, Sendable { case disable, prefer, require }
+    /// libpq's `sslmode`s but `allow`: `prefer` and `require` encrypt without checking the server's
+    /// certificate, `verify-ca` checks its chain, `verify-full` its chain and host name.
+    public enum TLSMode: String, Sendable { case disable, prefer, require, verifyCA = "verify-ca", verifyFull = "verify-full" }
 
     public var username: String
     public var password: String?
@@ -15,6 +17,9 @@ public struct DatabaseURL: Sendable, Equatable {
     /// Set when `host` names a socket directory rather than a network host.
     public var socketDirectory: String?
     public var tls: TLSMode
+    /// `sslrootcert`: a PEM file of the certificate authorities to trust, or `system` (the default
+    /// when unset) for the system's.
+    public var rootCertificates: String?
 
     public init(parsing string: String, variable: String = "BFF_DATABASE_URL") throws {
         guard let components = URLComponents(string: string),
@@ -34,9 +39,13 @@ public struct DatabaseURL: Sendable, Equatable {
             host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         }
         guard let mode = TLSMode(rawValue: query["sslmode"] ?? (socketDirectory == nil ? "prefer" : "disable")) else {
-            throw ConfigurationError(variable, "has an unsupported sslmode (use disable, prefer or require)")
+            throw ConfigurationError(variable, "has an unsupported sslmode (use disable, prefer, require, verify-ca or verify-full)")
         }
         tls = mode
+        rootCertificates = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
+        if let rootCertificates, rootCertificates != "system", !FileManager.default.isReadableFile(atPath: rootCertificates) {
+            throw ConfigurationError(variable, "names an sslrootcert that cannot be read: \(rootCertificates)")
+        }
     }
 
     /// The same server with another database, for tests and tools that create databases.
@@ -53,14 +62,14 @@ public struct DatabaseURL: Sendable, Equatable {
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)",
                 username: username, password: password, database: database)
         } else {
-            let tlsConfiguration: PostgresClient.Configuration.TLS = switch tls {
-            case .disable: .disable
-            case .prefer: .prefer(.makeClientConfiguration())
-            case .require: .require(.makeClientConfiguration())
+            let encryption: PostgresClient.Configuration.TLS = switch (tls, tlsConfiguration) {
+            case (.prefer, let configuration?): .prefer(configuration)
+            case (_, let configuration?): .require(configuration)
+            case (_, nil): .disable
             }
             configuration = .init(
                 host: host, port: port, username: username, password: password, database: database,
-                tls: tlsConfiguration)
+                tls: encryption)
         }
         configuration.options.maximumConnections = poolSize
         configuration.options.connectTimeout = .seconds(3)
@@ -68,6 +77,23 @@ public struct DatabaseURL: Sendable, Equatable {
         // otherwise keeps re-planning a prepared statement whose generic plan it estimates worse than its
         // custom ones: the batched first pages (`unnest` of an array) were planned on every execution.
         configuration.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan"))
+        return configuration
+    }
+
+    /// How the connection is encrypted and the server checked, nil without TLS. As in libpq, `require`
+    /// with an `sslrootcert` checks the chain as `verify-ca` does.
+    var tlsConfiguration: TLSConfiguration? {
+        guard tls != .disable else { return nil }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let rootCertificates, rootCertificates != "system" {
+            configuration.trustRoots = .file(rootCertificates)
+        }
+        configuration.certificateVerification = switch tls {
+        case .disable, .prefer: .none
+        case .require: rootCertificates == nil ? .none : .noHostnameVerification
+        case .verifyCA: .noHostnameVerification
+        case .verifyFull: .fullVerification
+        }
         return configuration
     }
 }

@@ -69,5 +69,6 @@ extension DatabaseURL {
             return "postgres://\(credentials)@localhost:\(port)/\(database)?host=\(socketDirectory)"
         }
         return "postgres://\(credentials)@\(host):\(port)/\(database)?sslmode=\(tls.rawValue)"
+            + (rootCertificates.map { "&sslrootcert=\($0)" } ?? "")
     }
 }

@@ -8,15 +8,19 @@ struct ThrowawayCluster {
     let port: Int
     private let script: String
 
-    init() throws {
+    /// `name` keeps clusters of suites that run at the same time apart (folder and port).
+    init(name: String = "fault") throws {
         guard let script = TestEnvironment.values["BFF_TEST_PG_CLUSTER"],
               let local = TestEnvironment.values["BFF_TEST_LOCAL_DIR"]
         else { throw TestSetupError("BFF_TEST_PG_CLUSTER and BFF_TEST_LOCAL_DIR are not set: run the suite through scripts/test") }
         self.script = script
         let pid = ProcessInfo.processInfo.processIdentifier
-        directory = "\(local)/tmp/fault-\(pid)"
-        port = 55_000 + Int(pid % 4000)
+        directory = "\(local)/tmp/\(name)-\(pid)"
+        port = (name == "fault" ? 55_000 : 59_000) + Int(pid % 4000)
     }
+
+    /// The data directory (`postgresql.conf`, and the files it names).
+    var dataDirectory: String { "\(directory)/data" }
 
     var url: DatabaseURL {
         get throws { try DatabaseURL(parsing: "postgres://bff@localhost:\(port)/postgres?host=\(directory)/run") }
