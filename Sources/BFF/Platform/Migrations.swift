@@ -74,10 +74,14 @@ public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x0BFF_0001
     public let migrations: [Migration]
     let logger: Logger
+    /// How long a migration's statement waits for a table lock before the migration fails (a file
+    /// may set its own with `SET LOCAL lock_timeout`).
+    let lockTimeout: Duration
 
-    public init(migrations: [Migration], logger: Logger) {
+    public init(migrations: [Migration], logger: Logger, lockTimeout: Duration = .seconds(10)) {
         self.migrations = migrations
         self.logger = logger
+        self.lockTimeout = lockTimeout
     }
 
     public var latestVersion: Int { migrations.last?.version ?? 0 }
@@ -90,15 +94,22 @@ public struct Migrator: Sendable {
             // while it migrates: the server's pools end statements at `BFF_DATABASE_TIMEOUT`, this
             // session does not while it migrates.
             _ = try await connection.query("SET statement_timeout = 0", logger: logger)
-            _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger)
+            _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger).collect()
             do {
+                // A statement queued for a table's lock behind a long query (a backup, an open
+                // transaction) queues every request on that table behind itself: better to fail the
+                // migration, which can run again, than to stop the service for as long.
+                _ = try await connection.query(
+                    PostgresQuery(unsafeSQL: "SET lock_timeout = '\(Int(lockTimeout.seconds * 1000))ms'"), logger: logger)
                 let applied = try await apply(on: connection)
-                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
+                _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger).collect()
                 _ = try await connection.query("RESET statement_timeout", logger: logger)
+                _ = try await connection.query("RESET lock_timeout", logger: logger)
                 return applied
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 _ = try? await connection.query("RESET statement_timeout", logger: logger)
+                _ = try? await connection.query("RESET lock_timeout", logger: logger)
                 throw error
             }
         }
@@ -144,14 +155,16 @@ public struct Migrator: Sendable {
             logger.info("applying migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
             do {
                 _ = try await connection.query("BEGIN", logger: logger)
-                _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger)
+                // Read to the end: an error after the row description (any error the file raises)
+                // reaches the caller only through the rows.
+                _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger).collect()
                 _ = try await connection.query(
                     "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
                     logger: logger)
                 _ = try await connection.query("COMMIT", logger: logger)
             } catch {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw MigrationError.failed(version: migration.version, name: migration.name, reason: Self.reason(error))
+                throw MigrationError.failed(version: migration.version, name: migration.name, reason: reason(error))
             }
             newlyApplied.append(migration.version)
         }
@@ -179,8 +192,11 @@ public struct Migrator: Sendable {
         return applied
     }
 
-    private static func reason(_ error: any Error) -> String {
+    private func reason(_ error: any Error) -> String {
         if let error = error as? PSQLError, let message = error.serverInfo?[.message] {
+            if error.serverInfo?[.sqlState] == "55P03" {
+                return "\(message): another session held a table it needs for over \(Int(lockTimeout.seconds)) s; run it again once that session is done"
+            }
             return message
         }
         return String(describing: error)

@@ -146,11 +146,48 @@ struct MigrationTests {
             for try await value in rows.decode(Bool.self) { exists = value }
             return (caught, exists)
         }
-        guard case .failed(version: 1, name: "broken", _) = error else {
+        guard case .failed(version: 1, name: "broken", let reason) = error else {
             Issue.record("expected a failed migration, got \(String(describing: error))")
             return
         }
+        #expect(reason.contains("no_such_function"), "the file's own error: \(reason)")
         #expect(!halfExists)
+    }
+
+    @Test("a migration waiting for a table another session holds fails at the lock timeout, changes nothing, and applies on the next run")
+    func lockTimeoutFailsTheMigration() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let table = [Migration(version: 1, name: "table", sql: "CREATE TABLE held (id int)")]
+        let alter = table + [Migration(version: 2, name: "alter", sql: "ALTER TABLE held ADD COLUMN note text")]
+        let logger = TestEnvironment.quietLogger
+        try await url.withClient(poolSize: 2) { client in
+            try await Migrator(migrations: table, logger: logger).migrate(client: client)
+            // A long read (a backup, an open transaction) holds the table.
+            let (locked, signal) = AsyncStream.makeStream(of: Void.self)
+            let reader = Task {
+                defer { signal.finish() }
+                try await url.withClient { other in
+                    try await other.withTransaction(logger: logger) { connection in
+                        _ = try await connection.query("SELECT count(*) FROM held", logger: logger)
+                        signal.finish()
+                        try await Task.sleep(for: .seconds(3))
+                    }
+                }
+            }
+            for await _ in locked {}
+            let start = ContinuousClock.now
+            var caught: MigrationError?
+            do { try await Migrator(migrations: alter, logger: logger, lockTimeout: .seconds(1)).migrate(client: client) }
+            catch let error as MigrationError { caught = error }
+            #expect(ContinuousClock.now - start < .seconds(2.5))
+            if case .failed(version: 2, name: "alter", let reason) = caught {
+                #expect(reason.contains("lock timeout") && reason.contains("run it again"), "\(reason)")
+            } else {
+                Issue.record("expected migration 2 to fail, got \(String(describing: caught))")
+            }
+            try await reader.value
+            #expect(try await Migrator(migrations: alter, logger: logger).migrate(client: client) == [2])
+        }
     }
 
     @Test("a migration longer than the server's statement deadline applies through the server's pools, which keep the deadline")
