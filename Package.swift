@@ -59,10 +59,12 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        .target(name: "CRuntimeHooks"),
         .executableTarget(
             name: "bff",
             dependencies: [
                 "BFF",
+                "CRuntimeHooks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),

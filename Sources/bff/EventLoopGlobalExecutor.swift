@@ -1,4 +1,4 @@
-import Foundation
+import CRuntimeHooks
 import NIOCore
 import NIOPosix
 
@@ -25,18 +25,16 @@ enum EventLoopGlobalExecutor {
         MultiThreadedEventLoopGroup.singleton.any().execute { job.runSynchronously(on: executor) }
     }
 
-    /// Installs the runtime's global-enqueue hook; false (and Swift's default pool stays) when the
-    /// runtime has no such hook or something else has set it. Must run on the main thread before
-    /// anything starts a task.
+    /// Installs the runtime's global-enqueue hook; false (and Swift's default pool stays) when
+    /// something else has set it. Must run on the main thread before anything starts a task.
     static func install() -> Bool {
-        guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "swift_task_enqueueGlobal_hook") else { return false }
-        let slot = symbol.assumingMemoryBound(to: UnsafeRawPointer?.self)
+        let slot = bff_swift_task_enqueue_global_hook_slot()
         guard slot.pointee == nil else { return false }
         _ = generic
         return withUnsafeTemporaryAllocation(of: EnqueueHook.self, capacity: 1) { hook in
             hook.baseAddress!.initialize(to: { job, _ in EventLoopGlobalExecutor.enqueue(job) })
             // A thin function value is its code address, which is what the hook slot holds.
-            return hook.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { function in
+            return hook.baseAddress!.withMemoryRebound(to: UnsafeMutableRawPointer.self, capacity: 1) { function in
                 slot.pointee = function.pointee
                 return true
             }

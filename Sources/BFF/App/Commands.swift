@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 
@@ -21,9 +22,16 @@ public enum Commands {
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ).withShutdownGrace(configuration.shutdownGrace))
+        // `bff` runs Swift's tasks on the event loops (EventLoopGlobalExecutor); where it could not,
+        // requests hop threads at every await and the server is markedly slower.
+        let onLoops = MultiThreadedEventLoopGroup.currentEventLoop != nil
+        if !onLoops {
+            logger.warning("Swift tasks run on the default thread pool, not on the event loops: expect lower throughput")
+        }
         logger.info("starting", metadata: [
             "address": .string("\(configuration.httpHost):\(configuration.httpPort)"),
             "version": .string(version),
+            "executor": .string(onLoops ? "event-loops" : "swift-default"),
         ])
         try await group.run()
         logger.info("stopped")

@@ -1,0 +1,9 @@
+#include "CRuntimeHooks.h"
+
+// Defined by libswift_Concurrency (shared, or linked statically into the binary); its real type is a
+// function pointer, which the caller stores through the slot.
+extern void *swift_task_enqueueGlobal_hook;
+
+void *_Nullable *_Nonnull bff_swift_task_enqueue_global_hook_slot(void) {
+    return &swift_task_enqueueGlobal_hook;
+}
