@@ -68,11 +68,13 @@ extension APIService {
         let principal = try Authorization.require("chat:rw")
         let chatID = try Self.chatID(input.path.chatId)
         let limit = try PageLimit.resolve(input.query.limit, default: 50, max: 1000)
-        let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .messages) }
+        let filter = chatID.uuidString.lowercased()
+        let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .messages, filter: filter) }
         guard let page = try await chats.messages(userID: principal.userID, chatID: chatID, limit: limit, after: cursor) else {
             throw APIError.notFound
         }
-        let next = page.count > limit ? KeysetCursor(list: .messages, micros: page[limit - 1].createdMicros, id: page[limit - 1].id).encoded() : nil
+        let next = page.count > limit
+            ? KeysetCursor(list: .messages, micros: page[limit - 1].createdMicros, id: page[limit - 1].id, filter: filter).encoded() : nil
         return .ok(.init(body: .json(.init(items: page.prefix(limit).map(\.schema), nextCursor: next))))
     }
 

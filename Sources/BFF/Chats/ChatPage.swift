@@ -65,17 +65,21 @@ extension ChatRepository {
     func page(userID: UUID, limit requested: Int?, cursor: String?, updatedSince: Date?) async throws -> ChatPage {
         let limit = try PageLimit.resolve(requested, default: 20, max: 200)
         let list: KeysetCursor.List = updatedSince == nil ? .newest : .delta
-        let after = try cursor.map { try KeysetCursor.decode($0, expecting: list) }
+        // Nearest, not down: a Date parsed from ".462Z" may lie a fraction of a microsecond below it,
+        // and the change stamped .462 would then come back to the client that sent it.
+        let sinceMicros = updatedSince.map { Int64(($0.timeIntervalSince1970 * 1_000_000).rounded()) }
+        let filter = sinceMicros.map(String.init) ?? ""
+        let after = try cursor.map { try KeysetCursor.decode($0, expecting: list, filter: filter) }
         var records: [ChatRecord]
-        if let updatedSince {
-            records = try await changes(userID: userID, since: updatedSince, limit: limit, after: after)
+        if let sinceMicros {
+            records = try await changes(userID: userID, sinceMicros: sinceMicros, limit: limit, after: after)
         } else {
             records = try await newest(userID: userID, limit: limit, after: after)
         }
         var nextCursor: String?
         if records.count > limit {
             records.removeLast(records.count - limit)
-            nextCursor = KeysetCursor(list: list, micros: records[limit - 1].updatedMicros, id: records[limit - 1].id).encoded()
+            nextCursor = KeysetCursor(list: list, micros: records[limit - 1].updatedMicros, id: records[limit - 1].id, filter: filter).encoded()
         }
         return ChatPage(records: records, nextCursor: nextCursor)
     }

@@ -164,11 +164,8 @@ struct ChatRepository: Sendable {
         return try await firstPages.newest(userID: userID, limit: limit + 1)
     }
 
-    /// Delta pull: everything changed after `since`, tombstones included, oldest change first.
-    func changes(userID: UUID, since: Date, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
-        // Nearest, not down: a Date parsed from ".462Z" may lie a fraction of a microsecond below it,
-        // and the change stamped .462 would then come back to the client that sent it.
-        let sinceMicros = Int64((since.timeIntervalSince1970 * 1_000_000).rounded())
+    /// Delta pull: everything changed after `sinceMicros`, tombstones included, oldest change first.
+    func changes(userID: UUID, sinceMicros: Int64, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
         let fromMicros = cursor?.micros ?? sinceMicros
         let fromID = cursor?.id ?? UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
         return try await page("""

@@ -1,7 +1,9 @@
 import Foundation
 
-/// An opaque keyset position: the `(timestamp, id)` of the last item of a page and the list it
-/// belongs to, base64url-encoded. A cursor of another list, or any edited string, is refused.
+/// An opaque keyset position: the `(timestamp, id)` of the last item of a page, the list it belongs
+/// to and the filter it was made under (the delta pull's `updated_since`, the messages' chat),
+/// base64url-encoded. A cursor of another list or filter, or any edited string, is refused: a walk
+/// continued under another `updated_since` would skip changes or repeat them.
 struct KeysetCursor: Equatable {
     enum List: String { case newest = "n", delta = "d", messages = "m" }
 
@@ -9,25 +11,28 @@ struct KeysetCursor: Equatable {
     /// Microseconds since 1970: exact, unlike a floating-point `Date`.
     let micros: Int64
     let id: UUID
+    /// The filter, empty when the list has none.
+    var filter: String = ""
 
     func encoded() -> String {
-        Base64URL.encode(Array("\(list.rawValue):\(micros):\(id.uuidString.lowercased())".utf8))
+        let position = "\(list.rawValue):\(micros):\(id.uuidString.lowercased())"
+        return Base64URL.encode(Array((filter.isEmpty ? position : "\(position):\(filter)").utf8))
     }
 
-    static func decode(_ text: String, expecting list: List) throws -> KeysetCursor {
+    static func decode(_ text: String, expecting list: List, filter: String = "") throws -> KeysetCursor {
         guard text.utf8.count <= 512, let bytes = Base64URL.decode(text) else { throw invalid }
         let parts = String(decoding: bytes, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[0] == list.rawValue, let micros = Int64(parts[1]), representable.contains(micros),
-              let id = UUID(uuidString: String(parts[2]))
+        guard parts.count == (filter.isEmpty ? 3 : 4), parts[0] == list.rawValue, filter.isEmpty || parts[3] == filter,
+              let micros = Int64(parts[1]), representable.contains(micros), let id = UUID(uuidString: String(parts[2]))
         else { throw invalid }
-        return KeysetCursor(list: list, micros: micros, id: id)
+        return KeysetCursor(list: list, micros: micros, id: id, filter: filter)
     }
 
     /// Years 1 to 9999: an edited cursor outside them would overflow PostgreSQL's interval arithmetic
     /// (a 500) instead of being refused.
     static let representable: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
 
-    static let invalid = APIError(.unprocessableContent, "invalid_cursor", "cursor is not a cursor of this list.")
+    static let invalid = APIError(.unprocessableContent, "invalid_cursor", "cursor is not a cursor of this list and its filters.")
 }
 
 enum PageLimit {

@@ -110,6 +110,40 @@ struct ChatsTests {
         }
     }
 
+    @Test("a cursor continues only the walk it came from: another updated_since or another chat is 422 invalid_cursor")
+    func cursorsKeepTheirFilter() async throws {
+        let learner = try await Learner.make(database: database)
+        let repository = ChatRepository(database: Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+        let app = try await makeTestApp(database: database)
+        try await Commands.withDatabase(repository.database.client) { _ in try await app.live { client in
+            var chats: [String] = []
+            for index in 0..<3 {
+                chats.append(try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"c\#(index)"}"#).json["id"] as? String))
+            }
+            let since = "2025-01-01T00:00:00Z"
+            let first = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)", as: learner)
+            let cursor = try #require(first.json["next_cursor"] as? String)
+            let next = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)&cursor=\(cursor)", as: learner)
+            #expect(next.status == .ok && (next.json["items"] as? [[String: Any]])?.first?["id"] as? String == chats[1], "\(next.text)")
+            for other in ["2025-01-01T00:00:00.001Z", "2026-01-01T00:00:00Z"] {
+                let moved = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(other)&cursor=\(cursor)", as: learner)
+                #expect(moved.status == .unprocessableContent && moved.errorCode == "invalid_cursor", "\(other): \(moved.text)")
+            }
+            #expect(try await client.call(.get, "/api/v1/chats?limit=1&cursor=\(cursor)", as: learner).errorCode == "invalid_cursor")
+
+            for chat in chats.prefix(2) {
+                for text in ["one", "two"] {
+                    _ = try await repository.appendMessage(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), role: "user", content: text)
+                }
+            }
+            let messages = try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1", as: learner)
+            let messageCursor = try #require(messages.json["next_cursor"] as? String)
+            #expect(try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1&cursor=\(messageCursor)", as: learner).status == .ok)
+            let elsewhere = try await client.call(.get, "/api/v1/chats/\(chats[1])/messages?limit=1&cursor=\(messageCursor)", as: learner)
+            #expect(elsewhere.status == .unprocessableContent && elsewhere.errorCode == "invalid_cursor", "\(elsewhere.text)")
+        } }
+    }
+
     @Test("an edited cursor whose instant PostgreSQL cannot represent is 422 invalid_cursor on every keyset list, not a 500")
     func outOfRangeCursor() async throws {
         let learner = try await Learner.make(database: database)
@@ -120,8 +154,8 @@ struct ChatsTests {
             for micros in [Int64.max, Int64.min] {
                 let uris = [
                     "/api/v1/chats?cursor=\(KeysetCursor(list: .newest, micros: micros, id: UUID()).encoded())",
-                    "/api/v1/chats?updated_since=2025-01-01T00:00:00Z&cursor=\(KeysetCursor(list: .delta, micros: micros, id: UUID()).encoded())",
-                    "/api/v1/chats/\(chat)/messages?cursor=\(KeysetCursor(list: .messages, micros: micros, id: UUID()).encoded())",
+                    "/api/v1/chats?updated_since=2025-01-01T00:00:00Z&cursor=\(KeysetCursor(list: .delta, micros: micros, id: UUID(), filter: "1735689600000000").encoded())",
+                    "/api/v1/chats/\(chat)/messages?cursor=\(KeysetCursor(list: .messages, micros: micros, id: UUID(), filter: chat).encoded())",
                 ]
                 for uri in uris {
                     let response = try await client.call(.get, uri, as: learner)
