@@ -12,7 +12,7 @@ struct APIService: APIProtocol {
     let settings: SettingsRepository
 
     init(dependencies: AppDependencies) {
-        health = HealthHandlers(database: dependencies.database, latestVersion: dependencies.migrator.latestVersion)
+        health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
         auth = dependencies.authService
         chats = ChatRepository(database: dependencies.database, firstPages: dependencies.chatFirstPages)
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)

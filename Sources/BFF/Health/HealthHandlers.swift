@@ -5,21 +5,25 @@ import PostgresNIO
 /// proves the schema is current, bounded so a dead database turns it 503 within seconds.
 struct HealthHandlers: Sendable {
     let database: Database
-    let latestVersion: Int
+    /// Every migration this build has, each of which must be applied.
+    let versions: [Int]
 
     func readiness() async -> Result<Int, APIError> {
         do {
-            let version = try await withDeadline(.seconds(2)) { [database] in
+            let (version, applied) = try await withDeadline(.seconds(2)) { [database, versions] in
                 try await database.run { client in
-                    let rows = try await client.query("SELECT coalesce(max(version), 0) FROM schema_migrations")
-                    for try await version in rows.decode(Int.self) { return version }
-                    return 0
+                    let rows = try await client.query("""
+                        SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ANY(\(versions)))::int FROM schema_migrations
+                        """)
+                    for try await row in rows.decode((Int, Int).self) { return row }
+                    return (0, 0)
                 }
             }
-            guard version >= latestVersion else {
+            let latest = versions.last ?? 0
+            guard version >= latest, applied == versions.count else {
                 return .failure(APIError(
                     .serviceUnavailable, "not_ready",
-                    "The database schema is at version \(version); this build needs \(latestVersion)."))
+                    "The database schema is at version \(version) with \(versions.count - applied) of this build's migrations missing; run bff migrate."))
             }
             return .success(version)
         } catch {

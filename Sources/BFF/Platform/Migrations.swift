@@ -49,6 +49,7 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case checksumMismatch(version: Int, name: String)
     case failed(version: Int, name: String, reason: String)
     case schemaBehind(current: Int, latest: Int)
+    case versionsMissing([Int])
 
     public var description: String {
         switch self {
@@ -64,6 +65,8 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
             "migration \(version)_\(name) failed and was rolled back: \(reason)"
         case .schemaBehind(let current, let latest):
             "the database schema is at version \(current) but this build needs \(latest): run `bff migrate` first"
+        case .versionsMissing(let versions):
+            "the database lacks migrations \(versions.map(String.init).joined(separator: ", ")), older than its newest: run `bff migrate` first"
         }
     }
 }
@@ -117,18 +120,26 @@ public struct Migrator: Sendable {
 
     /// The highest applied version, after checking the applied files' checksums; 0 on an empty database.
     public func currentVersion(client: PostgresClient) async throws -> Int {
-        try await client.withConnection { connection in
-            guard try await bookkeepingExists(on: connection) else { return 0 }
-            let applied = try await appliedChecksums(on: connection)
-            try verify(applied)
-            return applied.keys.max() ?? 0
-        }
+        try await checkedApplied(client: client).keys.max() ?? 0
     }
 
-    /// Refuses a database that is behind this build's newest migration.
+    /// Refuses a database that is behind this build's newest migration, or lacks an older one (a
+    /// file merged after a newer one was applied).
     public func requireCurrent(client: PostgresClient) async throws {
-        let current = try await currentVersion(client: client)
+        let applied = try await checkedApplied(client: client)
+        let current = applied.keys.max() ?? 0
         if current < latestVersion { throw MigrationError.schemaBehind(current: current, latest: latestVersion) }
+        let missing = migrations.map(\.version).filter { applied[$0] == nil }
+        if !missing.isEmpty { throw MigrationError.versionsMissing(missing) }
+    }
+
+    /// The applied versions' checksums, after checking them against the files.
+    private func checkedApplied(client: PostgresClient) async throws -> [Int: String] {
+        let applied = try await client.withConnection { connection in
+            try await bookkeepingExists(on: connection) ? try await appliedChecksums(on: connection) : [:]
+        }
+        try verify(applied)
+        return applied
     }
 
     private func apply(on connection: PostgresConnection) async throws -> [Int] {
@@ -151,8 +162,14 @@ public struct Migrator: Sendable {
             LANGUAGE plpgsql AS $$ BEGIN EXECUTE script; END $$
             """, logger: logger)
         var newlyApplied: [Int] = []
+        let newestApplied = applied.keys.max() ?? 0
         for migration in migrations where applied[migration.version] == nil {
             logger.info("applying migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
+            if migration.version < newestApplied {
+                logger.warning("applying a migration older than the newest applied one: it was added after that one ran", metadata: [
+                    "version": "\(migration.version)", "newest_applied": "\(newestApplied)",
+                ])
+            }
             do {
                 _ = try await connection.query("BEGIN", logger: logger)
                 // Read to the end: an error after the row description (any error the file raises)

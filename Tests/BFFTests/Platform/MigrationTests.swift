@@ -252,4 +252,33 @@ struct MigrationTests {
         #expect(error == .schemaBehind(current: latest - 1, latest: latest))
         #expect(error?.description.contains("bff migrate") == true)
     }
+
+    @Test("a migration merged after a newer one was applied: serve and readiness refuse the database until migrate applies it")
+    func olderMigrationMissing() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let files = [
+            Migration(version: 1, name: "one", sql: "CREATE TABLE one (id int)"),
+            Migration(version: 2, name: "two", sql: "CREATE TABLE two (id int)"),
+            Migration(version: 3, name: "three", sql: "CREATE TABLE three (id int)"),
+        ]
+        let logger = TestEnvironment.quietLogger
+        let (refusal, applied, afterwards) = try await url.withClient(poolSize: 2) { client in
+            try await Migrator(migrations: [files[0], files[2]], logger: logger).migrate(client: client)
+            let database = Database(client: client)
+            let health = HealthHandlers(database: database, versions: files.map(\.version))
+            let notReady = await health.readiness()
+            var refusal: MigrationError?
+            do { try await Migrator(migrations: files, logger: logger).requireCurrent(client: client) }
+            catch let error as MigrationError { refusal = error }
+            let applied = try await Migrator(migrations: files, logger: logger).migrate(client: client)
+            try await Migrator(migrations: files, logger: logger).requireCurrent(client: client)
+            let ready = await health.readiness()
+            if case .failure(let error) = notReady { #expect(error.code == "not_ready") } else { Issue.record("ready while 2 is missing") }
+            return (refusal, applied, try ready.get())
+        }
+        #expect(refusal == .versionsMissing([2]))
+        #expect(refusal?.description.contains("bff migrate") == true)
+        #expect(applied == [2])
+        #expect(afterwards == 3)
+    }
 }
