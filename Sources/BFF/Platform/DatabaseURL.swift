@@ -17,8 +17,8 @@ public struct DatabaseURL: Sendable, Equatable {
     /// Set when `host` names a socket directory rather than a network host.
     public var socketDirectory: String?
     public var tls: TLSMode
-    /// `sslrootcert`: a PEM file of the certificate authorities to trust, or `system` (the default
-    /// when unset) for the system's.
+    /// `sslrootcert`: a PEM file of the certificate authorities to trust, or `system` for the
+    /// system's (which `verify-full` also uses when it is unset).
     public var rootCertificates: String?
 
     public init(parsing string: String, variable: String = "BFF_DATABASE_URL") throws {
@@ -38,11 +38,20 @@ public struct DatabaseURL: Sendable, Equatable {
             socketDirectory = nil
             host = components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "localhost"
         }
-        guard let mode = TLSMode(rawValue: query["sslmode"] ?? (socketDirectory == nil ? "prefer" : "disable")) else {
+        rootCertificates = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
+        let fallback = socketDirectory != nil ? "disable" : rootCertificates == "system" ? "verify-full" : "prefer"
+        guard let mode = TLSMode(rawValue: query["sslmode"] ?? fallback) else {
             throw ConfigurationError(variable, "has an unsupported sslmode (use disable, prefer, require, verify-ca or verify-full)")
         }
         tls = mode
-        rootCertificates = query["sslrootcert"].flatMap { $0.isEmpty ? nil : $0 }
+        // As libpq: the public authorities vouch for anyone's certificate, so they are only worth
+        // trusting together with the host name.
+        if rootCertificates == "system", mode != .verifyFull {
+            throw ConfigurationError(variable, "has sslrootcert=system, which needs sslmode=verify-full")
+        }
+        if mode == .verifyCA, rootCertificates == nil {
+            throw ConfigurationError(variable, "has sslmode=verify-ca, which needs sslrootcert=/path/to/ca.pem (or use verify-full)")
+        }
         if let rootCertificates, rootCertificates != "system", !FileManager.default.isReadableFile(atPath: rootCertificates) {
             throw ConfigurationError(variable, "names an sslrootcert that cannot be read: \(rootCertificates)")
         }
@@ -62,14 +71,14 @@ public struct DatabaseURL: Sendable, Equatable {
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)",
                 username: username, password: password, database: database)
         } else {
-            let encryption: PostgresClient.Configuration.TLS = switch (tls, tlsConfiguration) {
-            case (.prefer, let configuration?): .prefer(configuration)
-            case (_, let configuration?): .require(configuration)
-            case (_, nil): .disable
+            let tls: PostgresClient.Configuration.TLS = switch encryption {
+            case (let configuration, required: false)?: .prefer(configuration)
+            case (let configuration, required: true)?: .require(configuration)
+            case nil: .disable
             }
             configuration = .init(
                 host: host, port: port, username: username, password: password, database: database,
-                tls: encryption)
+                tls: tls)
         }
         configuration.options.maximumConnections = poolSize
         configuration.options.connectTimeout = .seconds(3)
@@ -80,9 +89,10 @@ public struct DatabaseURL: Sendable, Equatable {
         return configuration
     }
 
-    /// How the connection is encrypted and the server checked, nil without TLS. As in libpq, `require`
-    /// with an `sslrootcert` checks the chain as `verify-ca` does.
-    var tlsConfiguration: TLSConfiguration? {
+    /// How the connection is encrypted and the server checked, and whether a server without TLS is
+    /// refused (all but `prefer`); nil without TLS. As in libpq, `require` with an `sslrootcert`
+    /// checks the chain as `verify-ca` does.
+    var encryption: (configuration: TLSConfiguration, required: Bool)? {
         guard tls != .disable else { return nil }
         var configuration = TLSConfiguration.makeClientConfiguration()
         if let rootCertificates, rootCertificates != "system" {
@@ -94,6 +104,6 @@ public struct DatabaseURL: Sendable, Equatable {
         case .verifyCA: .noHostnameVerification
         case .verifyFull: .fullVerification
         }
-        return configuration
+        return (configuration, tls != .prefer)
     }
 }

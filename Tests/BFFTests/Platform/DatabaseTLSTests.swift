@@ -29,7 +29,7 @@ struct DatabaseTLSTests {
         }
         // The system's authorities do not know the server's certificate; nor does another one.
         let stranger = try Self.selfSignedCertificate(into: cluster.directory, name: "stranger")
-        for mode in ["verify-full", "verify-ca", "verify-full&sslrootcert=system", "verify-ca&sslrootcert=\(stranger)",
+        for mode in ["verify-full", "verify-full&sslrootcert=system", "verify-ca&sslrootcert=\(stranger)",
                      "require&sslrootcert=\(stranger)"] {
             await #expect(throws: (any Error).self, "\(mode)") { try await Self.encrypted(try DatabaseURL(parsing: "\(base)?sslmode=\(mode)")) }
         }
@@ -39,17 +39,22 @@ struct DatabaseTLSTests {
         await #expect(throws: (any Error).self) {
             try await Self.encrypted(try DatabaseURL(parsing: "\(byAddress)?sslmode=verify-full&sslrootcert=\(authority)"))
         }
-        #expect(throws: ConfigurationError.self) { try DatabaseURL(parsing: "\(base)?sslmode=verify-full&sslrootcert=/nonexistent.pem") }
-        #expect(throws: ConfigurationError.self) { try DatabaseURL(parsing: "\(base)?sslmode=allow") }
+        // As libpq: sslrootcert=system alone means verify-full, and with anything weaker it is refused,
+        // as is a chain check without an authority of the operator's own.
+        #expect(try DatabaseURL(parsing: "\(base)?sslrootcert=system").tls == .verifyFull)
+        for refused in ["sslmode=verify-full&sslrootcert=/nonexistent.pem", "sslmode=allow", "sslmode=verify-ca",
+                        "sslmode=require&sslrootcert=system", "sslmode=prefer&sslrootcert=system", "sslmode=verify-ca&sslrootcert=system"] {
+            #expect(throws: ConfigurationError.self, "\(refused)") { try DatabaseURL(parsing: "\(base)?\(refused)") }
+        }
         try await cluster.run("stop")
     }
 
     /// Whether a connection made as the URL says is encrypted (one connection: a pool would retry).
     private static func encrypted(_ url: DatabaseURL) async throws -> Bool {
-        let tls: PostgresConnection.Configuration.TLS = switch (url.tls, url.tlsConfiguration) {
-        case (.prefer, let configuration?): .prefer(try NIOSSLContext(configuration: configuration))
-        case (_, let configuration?): .require(try NIOSSLContext(configuration: configuration))
-        case (_, nil): .disable
+        let tls: PostgresConnection.Configuration.TLS = switch url.encryption {
+        case (let configuration, required: false)?: .prefer(try NIOSSLContext(configuration: configuration))
+        case (let configuration, required: true)?: .require(try NIOSSLContext(configuration: configuration))
+        case nil: .disable
         }
         let configuration = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.username, password: nil, database: url.database, tls: tls)
