@@ -4,7 +4,8 @@
 -- of revoking the family, again and again, while the thief's family lived on.
 --
 -- Now a revoked family, another device, an expired token and a reused token are decided first, and
--- only a presentation that rotates or replays a child is counted against the family. The token's
+-- only a presentation that rotates or replays a child is counted against the family. Nor does the
+-- per-address limit undo a revocation any more: it rolled the whole statement back. The token's
 -- use is read in a statement of its own after the family's lock, so that a concurrent rotation
 -- committed meanwhile is seen. Signature and outcomes are 0008's, so a previous release still
 -- running during a rolling deploy calls it unchanged.
@@ -101,7 +102,9 @@ BEGIN
     IF p_address_key IS NOT NULL THEN
         SELECT l.allowed, l.ahead INTO address_allowed, address_ahead
         FROM bff_rate_limit_take(p_address_key, p_address_rate, p_address_period) l;
-        IF NOT address_allowed THEN
+        -- Over the address's limit the statement rolls back, but not a revocation: its 401 is the
+        -- answer, and the caller still reports the limit in the headers.
+        IF NOT address_allowed AND outcome NOT IN ('reused', 'device_mismatch') THEN
             RAISE EXCEPTION 'per-address rate limit' USING ERRCODE = 'BF429', DETAIL = address_ahead::text;
         END IF;
     END IF;

@@ -94,12 +94,13 @@ struct RefreshTokenStore: Sendable {
         return IssuedRefreshToken(token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt)
     }
 
-    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006 and 0008)
-    /// holding the family's row lock, so concurrent presentations of one token are serialised: the
-    /// first rotates, retries within the interval get the same child (derived under any key of the
-    /// ring), anything else revokes the family. The family's own
-    /// rate limit is counted first, and on success the user's row comes back and the device is touched.
-    /// `addressLimit`, when given, is counted in the same statement and its decision recorded.
+    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006, 0008 and
+    /// 0014) holding the family's row lock, so concurrent presentations of one token are serialised:
+    /// the first rotates, retries within the interval get the same child (derived under any key of
+    /// the ring), anything else revokes the family. Only a rotation or a retry counts against the
+    /// family's own rate limit; on success the user's row comes back and the device is touched.
+    /// `addressLimit`, when given, is counted in the same statement and its decision recorded; over
+    /// it, everything but a revocation rolls back.
     func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration,
                 addressLimit: DeferredRateLimit?) async throws -> RotatedRefreshToken {
         let children = children(of: token)
