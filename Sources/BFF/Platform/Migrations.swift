@@ -77,14 +77,20 @@ public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x0BFF_0001
     public let migrations: [Migration]
     let logger: Logger
-    /// How long a migration's statement waits for a table lock before the migration fails (a file
-    /// may set its own with `SET LOCAL lock_timeout`).
+    /// How long a migration's statement waits for a table lock (a file may set its own with
+    /// `SET LOCAL lock_timeout`). Requests on that table queue behind the waiting statement, so
+    /// this stays below the servers' deadline (`BFF_DATABASE_TIMEOUT`, 5 s by default): they are
+    /// slow meanwhile, not failed.
     let lockTimeout: Duration
+    /// The pauses before each new attempt of a migration that waited too long; then it fails.
+    let lockRetryDelays: [Duration]
 
-    public init(migrations: [Migration], logger: Logger, lockTimeout: Duration = .seconds(10)) {
+    public init(migrations: [Migration], logger: Logger, lockTimeout: Duration = .seconds(3),
+                lockRetryDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8)]) {
         self.migrations = migrations
         self.logger = logger
         self.lockTimeout = lockTimeout
+        self.lockRetryDelays = lockRetryDelays
     }
 
     public var latestVersion: Int { migrations.last?.version ?? 0 }
@@ -170,18 +176,29 @@ public struct Migrator: Sendable {
                     "version": "\(migration.version)", "newest_applied": "\(newestApplied)",
                 ])
             }
-            do {
-                _ = try await connection.query("BEGIN", logger: logger)
-                // Read to the end: an error after the row description (any error the file raises)
-                // reaches the caller only through the rows.
-                _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger).collect()
-                _ = try await connection.query(
-                    "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
-                    logger: logger)
-                _ = try await connection.query("COMMIT", logger: logger)
-            } catch {
-                _ = try? await connection.query("ROLLBACK", logger: logger)
-                throw MigrationError.failed(version: migration.version, name: migration.name, reason: reason(error))
+            for attempt in 0... {
+                do {
+                    _ = try await connection.query("BEGIN", logger: logger)
+                    // Read to the end: an error after the row description (any error the file raises)
+                    // reaches the caller only through the rows.
+                    _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger).collect()
+                    _ = try await connection.query(
+                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
+                        logger: logger)
+                    _ = try await connection.query("COMMIT", logger: logger)
+                    break
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    // A lock held by a short transaction is usually gone a moment later.
+                    if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03", attempt < lockRetryDelays.count {
+                        logger.warning("migration waited too long for a lock; trying again", metadata: [
+                            "version": "\(migration.version)", "retry_in_seconds": "\(lockRetryDelays[attempt].seconds)",
+                        ])
+                        try await Task.sleep(for: lockRetryDelays[attempt])
+                        continue
+                    }
+                    throw MigrationError.failed(version: migration.version, name: migration.name, reason: reason(error))
+                }
             }
             newlyApplied.append(migration.version)
         }
@@ -212,7 +229,7 @@ public struct Migrator: Sendable {
     private func reason(_ error: any Error) -> String {
         if let error = error as? PSQLError, let message = error.serverInfo?[.message] {
             if error.serverInfo?[.sqlState] == "55P03" {
-                return "\(message): another session held a table it needs for over \(Int(lockTimeout.seconds)) s; run it again once that session is done"
+                return "\(message): another session held a table it needs for over \(Int(lockTimeout.seconds)) s, \(lockRetryDelays.count + 1) times; run it again once that session is done"
             }
             return message
         }
