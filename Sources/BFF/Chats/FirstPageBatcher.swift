@@ -53,7 +53,8 @@ final class FirstPageBatcher: Sendable {
 
     /// The newest `limit` chats of `userID`.
     func newest(userID: UUID, limit: Int) async throws -> [ChatRecord] {
-        let lane = lanes[database.currentPool]
+        let pool = database.currentPool
+        let lane = lanes[pool]
         return try await withCheckedThrowingContinuation { continuation in
             let batch = lane.withLockedValue { lane -> [Waiter]? in
                 lane.queue.append(Waiter(userID: userID, limit: limit, continuation: continuation))
@@ -67,16 +68,16 @@ final class FirstPageBatcher: Sendable {
             if let batch {
                 // A task of its own, inheriting nothing of this request (its cancellation, its task
                 // locals): the batch answers other requests too.
-                Task.detached { await self.drain(lane, startingWith: batch) }
+                Task.detached { await self.drain(lane, of: pool, startingWith: batch) }
             }
         }
     }
 
-    /// Runs `batch`, then what queued meanwhile, until the queue is empty.
-    private func drain(_ lane: NIOLockedValueBox<Lane>, startingWith first: [Waiter]) async {
+    /// Runs `batch`, then what queued meanwhile, until the queue is empty, each on the lane's pool.
+    private func drain(_ lane: NIOLockedValueBox<Lane>, of pool: Int, startingWith first: [Waiter]) async {
         var batch = first
         while true {
-            if let error = await run(batch), error is DatabaseUnavailable {
+            if let error = await run(batch, on: pool), error is DatabaseUnavailable {
                 // Each request had its own deadline before it joined a queue; behind a dead database
                 // the queue would otherwise wait one deadline per batch.
                 let queued = lane.withLockedValue { lane in
@@ -98,11 +99,11 @@ final class FirstPageBatcher: Sendable {
     }
 
     /// Answers every waiter of `batch`; returns the error they got, if any.
-    private func run(_ batch: [Waiter]) async -> (any Error)? {
+    private func run(_ batch: [Waiter], on pool: Int) async -> (any Error)? {
         let statement = NewestChatsBatch(userIDs: batch.map(\.userID), limits: batch.map { Int32(clamping: $0.limit) })
         let pages: [[ChatRecord]]
         do {
-            pages = try await database.run { client in
+            pages = try await database.run(pool: pool) { client in
                 var pages = [[ChatRecord]?](repeating: nil, count: batch.count)
                 for try await (index, userID, page) in try await client.execute(statement) {
                     guard pages.indices.contains(index), batch[index].userID == userID, pages[index] == nil else {

@@ -16,9 +16,10 @@ struct DatabaseUnavailable: Error, CustomStringConvertible {
 /// The server's connection pools, with a deadline on every use so that a dead database turns into
 /// fast 503s instead of requests queueing behind the pool's reconnect back-off.
 ///
-/// The server has one pool per event loop and a request uses the pool of the loop it runs on, so
-/// the query is written, its rows read and the request resumed on one thread. With one shared pool
-/// every query crossed threads twice, which on two cores cost more than the query (DESIGN §9).
+/// The server has one pool per event loop (up to the pool size in connections) and a request uses
+/// the pool of the loop it runs on, so the query is written, its rows read and the request resumed
+/// on one thread. With one shared pool every query crossed threads twice, which on two cores cost
+/// more than the query (DESIGN §9).
 public struct Database: Sendable {
     struct Pool: Sendable {
         let loop: (any EventLoop)?
@@ -32,7 +33,7 @@ public struct Database: Sendable {
     private let leasesInFlight: NIOLockedValueBox<Int>
     private let turns = Turns()
 
-    /// The pool of the current event loop, or the first pool when called off the loops.
+    /// The pool of the current event loop (see `currentPool`).
     public var client: PostgresClient {
         pools[currentPool].client
     }
@@ -91,14 +92,15 @@ public struct Database: Sendable {
         Gauge(label: "bff_db_pool_max_connections").record(poolSize)
     }
 
-    /// Runs `body` against the pool within the deadline; connection-level failures become `DatabaseUnavailable`.
+    /// Runs `body` against the current pool (or `pool`, an index of `clients`) within the deadline;
+    /// connection-level failures become `DatabaseUnavailable`.
     public func run<Result: Sendable>(
-        _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+        pool: Int? = nil, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
         track(+1)
         defer { track(-1) }
         // Chosen here, on the request's loop, before the deadline starts its task.
-        let client = self.client
+        let client = pool.map { pools[$0].client } ?? self.client
         do {
             return try await withDeadline(timeout) { try await body(client) }
         } catch {
