@@ -30,7 +30,7 @@ struct KeysetCursor: Equatable {
 
     /// Years 1 to 9999: an edited cursor outside them would overflow PostgreSQL's interval arithmetic
     /// (a 500) instead of being refused.
-    static let representable: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
+    static let representable = RFC3339Dates.representableMicros
 
     static let invalid = APIError(.unprocessableContent, "invalid_cursor", "cursor is not a cursor of this list and its filters.")
 }

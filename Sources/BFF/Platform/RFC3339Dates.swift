@@ -6,10 +6,18 @@ import OpenAPIRuntime
 /// echoing `updated_at` back compares exactly) and read with or without fractional seconds, in any
 /// offset.
 struct RFC3339Dates: DateTranscoder {
+    /// Microseconds of years 0001–9999, the dates RFC 3339 can write.
+    static let representableMicros: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
+
     func encode(_ date: Date) throws -> String {
+        guard let micros = Int64(exactly: (date.timeIntervalSince1970 * 1_000_000).rounded()), Self.representableMicros.contains(micros) else {
+            // The seconds, not the Date: describing a Date this far out traps in Foundation.
+            throw EncodingError.invalidValue(
+                date.timeIntervalSince1970, .init(codingPath: [], debugDescription: "only years 0001-9999 have an RFC 3339 form"))
+        }
         // One writer for every timestamp of the contract: the list route's JSON writes the same bytes.
         var writer = JSONWriter(capacity: 32)
-        writer.timestamp(micros: Int64((date.timeIntervalSince1970 * 1_000_000).rounded()))
+        writer.timestamp(micros: micros)
         return String(decoding: writer.buffer.readableBytesView.dropFirst().dropLast(), as: UTF8.self)
     }
 

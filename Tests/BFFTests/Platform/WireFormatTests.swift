@@ -74,7 +74,7 @@ struct WireFormatTests {
             let millis = Int64.random(in: -2_203_891_200_000...4_102_444_799_999, using: &generator)
             let (second, milli) = (millis - (millis % 1000 + 1000) % 1000, (millis % 1000 + 1000) % 1000)
             let whole = Date(timeIntervalSince1970: Double(second / 1000)).formatted(Date.ISO8601FormatStyle())
-            let expected = "\(whole.dropLast()).\(String(format: "%03d", Int(milli)))Z"
+            let expected = "\(whole.dropLast()).\(String(String(1000 + milli).dropFirst()))Z"
             #expect(written(millis * 1000) == "\"\(expected)\"", "\(millis)")
             #expect(try RFC3339Dates().encode(Date(timeIntervalSince1970: Double(millis) / 1000)) == expected, "\(millis)")
         }
@@ -113,6 +113,11 @@ struct WireFormatTests {
         for text in refused {
             #expect(throws: APIError.self, "\(text)") { try dates.decode(text) }
         }
+        // Outside years 0001-9999 there is nothing to write: an error, not a trap or a wrong year.
+        for seconds in [-62_135_596_801.0, 253_402_300_800, 1e300, -.infinity, .nan] {
+            #expect(throws: EncodingError.self, "\(seconds)") { try dates.encode(Date(timeIntervalSince1970: seconds)) }
+        }
+        #expect(try dates.encode(.distantFuture) == "4001-01-01T00:00:00.000Z")
         var generator = SystemRandomNumberGenerator()
         for _ in 0..<2_000 {
             let millis = Int64.random(in: -62_135_596_800_000...253_402_300_799_999, using: &generator)
