@@ -181,7 +181,7 @@ struct ChatsTests {
         }
     }
 
-    @Test("a date-time out of range or malformed is 422 validation_failed, never a crash")
+    @Test("a malformed or impossible date-time (trailing text, 30 February, a ten-digit hour) is 422 validation_failed and changes nothing")
     func outOfRangeDates() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
