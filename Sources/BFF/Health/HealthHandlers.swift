@@ -1,8 +1,9 @@
 import BFFAPI
 import PostgresNIO
 
-/// Liveness answers while the process runs; readiness needs one database round trip that also
-/// proves the schema is current, bounded so a dead database turns it 503 within seconds.
+/// Liveness answers while the process runs; readiness needs a database round trip through each
+/// pool that also proves the schema is current, bounded so a dead database turns it 503 within
+/// seconds.
 struct HealthHandlers: Sendable {
     let database: Database
     /// Every migration this build has, each of which must be applied.
@@ -10,14 +11,20 @@ struct HealthHandlers: Sendable {
 
     func readiness() async -> Result<Int, APIError> {
         do {
+            // Through every pool: a request may use any of them, and after an outage each reconnects
+            // on its own schedule.
             let (version, applied) = try await withDeadline(.seconds(2)) { [database, versions] in
-                try await database.run { client in
-                    let rows = try await client.query("""
-                        SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ANY(\(versions)))::int FROM schema_migrations
-                        """)
-                    for try await row in rows.decode((Int, Int).self) { return row }
-                    return (0, 0)
+                var found = (0, 0)
+                for pool in database.clients.indices {
+                    found = try await database.run(pool: pool) { client in
+                        let rows = try await client.query("""
+                            SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ANY(\(versions)))::int FROM schema_migrations
+                            """)
+                        for try await row in rows.decode((Int, Int).self) { return row }
+                        return (0, 0)
+                    }
                 }
+                return found
             }
             let latest = versions.last ?? 0
             guard version >= latest, applied == versions.count else {
