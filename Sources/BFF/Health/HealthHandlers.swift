@@ -26,8 +26,8 @@ struct HealthHandlers: Sendable {
                 }
                 return found
             }
-            let latest = versions.last ?? 0
-            guard version >= latest, applied == versions.count else {
+            // Every version of this build applied, the newest included.
+            guard applied == versions.count else {
                 return .failure(APIError(
                     .serviceUnavailable, "not_ready",
                     "The database schema is at version \(version) with \(versions.count - applied) of this build's migrations missing; run bff migrate."))

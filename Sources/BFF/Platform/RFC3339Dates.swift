@@ -9,8 +9,13 @@ struct RFC3339Dates: DateTranscoder {
     /// Microseconds of years 0001–9999, the dates RFC 3339 can write.
     static let representableMicros: ClosedRange<Int64> = -62_135_596_800_000_000...253_402_300_799_999_999
 
+    /// `date` in microseconds since 1970, to the nearest; nil outside years 0001–9999.
+    static func micros(_ date: Date) -> Int64? {
+        Int64(exactly: (date.timeIntervalSince1970 * 1_000_000).rounded()).flatMap { representableMicros.contains($0) ? $0 : nil }
+    }
+
     func encode(_ date: Date) throws -> String {
-        guard let micros = Int64(exactly: (date.timeIntervalSince1970 * 1_000_000).rounded()), Self.representableMicros.contains(micros) else {
+        guard let micros = Self.micros(date) else {
             // The seconds, not the Date: describing a Date this far out traps in Foundation.
             throw EncodingError.invalidValue(
                 date.timeIntervalSince1970, .init(codingPath: [], debugDescription: "only years 0001-9999 have an RFC 3339 form"))
