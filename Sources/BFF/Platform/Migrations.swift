@@ -105,20 +105,13 @@ public struct Migrator: Sendable {
             _ = try await connection.query("SET statement_timeout = 0", logger: logger)
             _ = try await connection.query("SELECT pg_advisory_lock(\(Self.lockKey))", logger: logger).collect()
             do {
-                // A statement queued for a table's lock behind a long query (a backup, an open
-                // transaction) queues every request on that table behind itself: better to fail the
-                // migration, which can run again, than to stop the service for as long.
-                _ = try await connection.query(
-                    PostgresQuery(unsafeSQL: "SET lock_timeout = '\(Int(lockTimeout.seconds * 1000))ms'"), logger: logger)
                 let applied = try await apply(on: connection)
                 _ = try await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger).collect()
                 _ = try await connection.query("RESET statement_timeout", logger: logger)
-                _ = try await connection.query("RESET lock_timeout", logger: logger)
                 return applied
             } catch {
                 _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.lockKey))", logger: logger)
                 _ = try? await connection.query("RESET statement_timeout", logger: logger)
-                _ = try? await connection.query("RESET lock_timeout", logger: logger)
                 throw error
             }
         }
@@ -179,6 +172,11 @@ public struct Migrator: Sendable {
             for attempt in 0... {
                 do {
                     _ = try await connection.query("BEGIN", logger: logger)
+                    // A statement queued for a table's lock behind a long query (a backup, an open
+                    // transaction) queues every request on that table behind itself: better to give
+                    // up and try again. For this transaction only; a file may set its own.
+                    let wait = "\(Int(lockTimeout.seconds * 1000))ms"
+                    _ = try await connection.query("SELECT set_config('lock_timeout', \(wait), true)", logger: logger).collect()
                     // Read to the end: an error after the row description (any error the file raises)
                     // reaches the caller only through the rows.
                     _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger).collect()
