@@ -21,10 +21,34 @@ struct ClientAddress {
         guard isTrusted(peer), let forwardedFor else { return Self.key(peer) }
         for hop in forwardedFor.split(separator: ",").reversed() {
             // A hop that is no address at all ends the trusted chain: the peer answers for it.
-            guard let address = IPNetwork.bytes(of: hop.trimmingCharacters(in: .whitespaces)) else { return Self.key(peer) }
+            guard let address = Self.address(ofHop: hop.trimmingCharacters(in: .whitespaces)) else { return Self.key(peer) }
             if !isTrusted(address) { return Self.key(address) }
         }
         return Self.key(peer)
+    }
+
+    /// A hop's address. Some proxies (Azure's, for one) add the client's port: `203.0.113.7:4711`,
+    /// `[2001:db8::1]:4711`. Read as no address, every client behind such a proxy would share its bucket.
+    static func address(ofHop hop: String) -> [UInt8]? {
+        if let address = IPNetwork.bytes(of: hop) { return address }
+        var host = Substring(hop)
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return nil }
+            let rest = host[host.index(after: close)...]
+            guard rest.isEmpty || Self.isPort(rest) else { return nil }
+            host = host[host.index(after: host.startIndex)..<close]
+            return host.contains(":") ? IPNetwork.bytes(of: String(host)) : nil
+        }
+        guard let colon = host.firstIndex(of: ":"), Self.isPort(host[colon...]) else { return nil }
+        host = host[..<colon]
+        guard let address = IPNetwork.bytes(of: String(host)), address.count == 4 else { return nil }
+        return address
+    }
+
+    /// `:` and one to five digits.
+    private static func isPort(_ text: Substring) -> Bool {
+        let digits = text.dropFirst()
+        return text.first == ":" && (1...5).contains(digits.count) && digits.allSatisfy { $0.isASCII && $0.isNumber }
     }
 
     private func isTrusted(_ address: [UInt8]) -> Bool {

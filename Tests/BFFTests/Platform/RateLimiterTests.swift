@@ -179,4 +179,17 @@ struct RateLimiterTests {
         #expect(addresses.key(peer: "2001:db8:1:3::1", forwardedFor: nil) != one)
         #expect(addresses.key(peer: nil, forwardedFor: "203.0.113.7") == "unknown")
     }
+
+    @Test("a forwarded hop with the client's port counts as its address; anything else with a colon ends the chain")
+    func forwardedHopsWithPorts() throws {
+        let addresses = ClientAddress(trustedProxies: [try #require(IPNetwork("10.0.0.0/8"))])
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "198.51.100.1, 203.0.113.7:4711") == "203.0.113.7")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "203.0.113.7, 10.0.0.3:443") == "203.0.113.7")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "[2001:db8:1:2::1]:4711") == "2001:db8:1:2::/64")
+        #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "[2001:db8:1:2::1]") == "2001:db8:1:2::/64")
+        for malformed in ["203.0.113.7:", "203.0.113.7:123456", "203.0.113.7:80:80", "203.0.113.7:http", "[203.0.113.7]:80",
+                          "[2001:db8::1", "[2001:db8::1]80", "[2001:db8::1]:", "host.example:80", ":80"] {
+            #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "198.51.100.1, \(malformed)") == "10.0.0.2", "\(malformed)")
+        }
+    }
 }
