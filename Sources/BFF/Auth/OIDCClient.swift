@@ -54,8 +54,8 @@ struct JSONObjectPlaceholder: Codable, Sendable {
     func encode(to encoder: any Encoder) throws {}
 }
 
-/// An OpenID Connect relying party: discovery (cached), the JWKS (re-fetched on an unknown `kid`, at most
-/// once a minute), the code exchange with PKCE, and ID/logout token verification for RS256 and ES256.
+/// An OpenID Connect relying party: discovery (cached for an hour), the JWKS (re-fetched on an unknown `kid`,
+/// at most once a minute; both fetched once for all concurrent callers), the code exchange with PKCE, and ID/logout token verification for RS256 and ES256.
 final class OIDCClient: Sendable {
     struct Metadata: Decodable, Sendable {
         let issuer: String
@@ -74,7 +74,6 @@ final class OIDCClient: Sendable {
     private struct KeySet: Sendable {
         let keys: JWTKeyCollection
         let keyIDs: Set<String>
-        let fetchedAt: ContinuousClock.Instant
     }
 
     let issuer: String
@@ -82,8 +81,8 @@ final class OIDCClient: Sendable {
     let clientSecret: String?
     private let http: HTTPClient
     private let timeout: TimeAmount = .seconds(5)
-    private let metadataCache = NIOLockedValueBox<(Metadata, ContinuousClock.Instant)?>(nil)
-    private let keySet = NIOLockedValueBox<KeySet?>(nil)
+    private let metadataFetch: SharedFetch<Metadata>
+    private let keySetFetch: SharedFetch<KeySet>
     static let jwksRefetchInterval: Duration = .seconds(60)
     static let metadataLifetime: Duration = .seconds(3600)
     static let leeway: TimeInterval = 60
@@ -91,23 +90,31 @@ final class OIDCClient: Sendable {
     /// outage; its jti is remembered that long (migration 0009), so a replay within it does nothing.
     static let logoutTokenMaxAge: TimeInterval = 24 * 3600
 
-    init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared) {
-        self.issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
+    /// `fetchFailureBackoff`: after a failed fetch of discovery or the JWKS, how long requests are
+    /// answered from what is held (or refused as the provider being unavailable) before the next fetch.
+    init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared, fetchFailureBackoff: Duration = .seconds(5)) {
+        let issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
+        self.issuer = issuer
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.http = http
+        let timeout = timeout
+        let metadataFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
+            let metadata: Metadata = try await Self.getJSON("\(issuer)/.well-known/openid-configuration", http: http, timeout: timeout)
+            guard Self.withoutTrailingSlashes(metadata.issuer) == issuer else {
+                throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
+            }
+            return metadata
+        }
+        self.metadataFetch = metadataFetch
+        keySetFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
+            let metadata = try await metadataFetch.get { _, age in age >= Self.metadataLifetime }
+            return try await Self.fetchKeySet(metadata.jwksURI, http: http, timeout: timeout)
+        }
     }
 
     func metadata() async throws -> Metadata {
-        if let (cached, at) = metadataCache.withLockedValue({ $0 }), ContinuousClock.now - at < Self.metadataLifetime {
-            return cached
-        }
-        let metadata: Metadata = try await getJSON("\(issuer)/.well-known/openid-configuration")
-        guard Self.withoutTrailingSlashes(metadata.issuer) == issuer else {
-            throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
-        }
-        metadataCache.withLockedValue { $0 = (metadata, ContinuousClock.now) }
-        return metadata
+        try await metadataFetch.get { _, age in age >= Self.metadataLifetime }
     }
 
     /// The authorization request URL of the code flow with PKCE S256.
@@ -233,11 +240,12 @@ final class OIDCClient: Sendable {
         guard let header = JOSEHeader(token: token), let alg = header.alg, ["RS256", "ES256"].contains(alg) else {
             throw IdPRejected(reason: "unsupported token algorithm")
         }
-        var keys = try await currentKeys(refreshIfMissing: header.kid)
-        if let kid = header.kid, !keys.keyIDs.contains(kid) {
-            keys = try await currentKeys(refreshIfMissing: kid)
-            guard keys.keyIDs.contains(kid) else { throw IdPRejected(reason: "unknown signing key") }
+        // A token naming a key not held refetches the JWKS (the provider rotated its keys), at most
+        // once a minute: anyone can send such a token to the logout endpoint.
+        let keys = try await keySetFetch.get { held, age in
+            header.kid.map { !held.keyIDs.contains($0) } == true && age >= Self.jwksRefetchInterval
         }
+        if let kid = header.kid, !keys.keyIDs.contains(kid) { throw IdPRejected(reason: "unknown signing key") }
         do {
             return try await keys.keys.verify(token, as: Claims.self)
         } catch {
@@ -245,14 +253,8 @@ final class OIDCClient: Sendable {
         }
     }
 
-    /// The cached JWKS, fetched when absent or, for an unknown `kid`, when the last fetch is over a minute old.
-    private func currentKeys(refreshIfMissing kid: String?) async throws -> KeySet {
-        if let cached = keySet.withLockedValue({ $0 }) {
-            let known = kid.map { cached.keyIDs.contains($0) } ?? true
-            if known || ContinuousClock.now - cached.fetchedAt < Self.jwksRefetchInterval { return cached }
-        }
-        let metadata = try await metadata()
-        let json: String = try await getText(metadata.jwksURI)
+    private static func fetchKeySet(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> KeySet {
+        let json = try await getText(url, http: http, timeout: timeout)
         struct KeyIDs: Decodable { struct Key: Decodable { let kid: String? }; let keys: [Key] }
         guard let parsed = try? JSONDecoder().decode(KeyIDs.self, from: Data(json.utf8)) else {
             throw IdPUnavailable(reason: "JWKS is not valid JSON")
@@ -263,13 +265,11 @@ final class OIDCClient: Sendable {
         } catch {
             throw IdPUnavailable(reason: "JWKS could not be loaded: \(error)")
         }
-        let fresh = KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)), fetchedAt: .now)
-        keySet.withLockedValue { $0 = fresh }
-        return fresh
+        return KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)))
     }
 
-    private func getJSON<T: Decodable>(_ url: String) async throws -> T {
-        let text = try await getText(url)
+    private static func getJSON<T: Decodable>(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> T {
+        let text = try await getText(url, http: http, timeout: timeout)
         do {
             return try JSONDecoder().decode(T.self, from: Data(text.utf8))
         } catch {
@@ -277,7 +277,7 @@ final class OIDCClient: Sendable {
         }
     }
 
-    private func getText(_ url: String) async throws -> String {
+    private static func getText(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> String {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         do {

@@ -214,6 +214,49 @@ struct IDTokenTests {
         #expect(AuthService.profileText("a@example.com", limit: 320, shorten: false) == "a@example.com")
     }
 
+    @Test("concurrent verifications fetch discovery and the JWKS once; tokens naming an unknown key refetch at most once a minute")
+    func sharedFetches() async throws {
+        try await LocalIdP().serve { idp in
+            idp.jwksDelay.withLockedValue { $0 = .milliseconds(200) }
+            let oidc = client(idp)
+            let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            let valid = try await idp.sign(claims)
+            let unknownKey = try await idp.sign(claims, kid: "rotated-key")
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 {
+                    group.addTask { _ = try await oidc.verifyIDToken(valid, nonce: "n-1") }
+                }
+                try await group.waitForAll()
+            }
+            #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            await withTaskGroup(of: Void.self) { group in
+                for _ in 0..<16 {
+                    group.addTask {
+                        await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(unknownKey, nonce: "n-1") }
+                    }
+                }
+            }
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+        }
+    }
+
+    @Test("after a failed JWKS fetch, verifications within the backoff are refused without fetching again; then it is fetched anew")
+    func failedFetchBackoff() async throws {
+        try await LocalIdP().serve { idp in
+            idp.jwksStatus.withLockedValue { $0 = .internalServerError }
+            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, fetchFailureBackoff: .milliseconds(500))
+            let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1"))
+            await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
+            await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            idp.jwksStatus.withLockedValue { $0 = .ok }
+            try await Task.sleep(for: .milliseconds(600))
+            #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
+        }
+    }
+
     @Test("an unreachable provider is 503 idp_unavailable")
     func unreachable() async throws {
         let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": "http://127.0.0.1:9"])

@@ -17,6 +17,12 @@ final class LocalIdP: Sendable {
     /// Requests seen by the token endpoint (form bodies and Authorization headers).
     let tokenRequests = NIOLockedValueBox<[(form: String, authorization: String?)]>([])
     let port = NIOLockedValueBox<Int>(0)
+    /// How many times discovery and the JWKS were fetched.
+    let discoveryRequests = NIOLockedValueBox(0)
+    let jwksRequests = NIOLockedValueBox(0)
+    /// The JWKS endpoint's status (anything but 200 answers no keys) and how long it takes to answer.
+    let jwksStatus = NIOLockedValueBox(HTTPResponse.Status.ok)
+    let jwksDelay = NIOLockedValueBox(Duration.zero)
     /// Whether the issuer ends in `/`, as some providers' do (Auth0).
     let trailingSlash: Bool
 
@@ -31,12 +37,17 @@ final class LocalIdP: Sendable {
     func serve<T: Sendable>(_ body: @escaping @Sendable (LocalIdP) async throws -> T) async throws -> T {
         let router = Router()
         router.get("/.well-known/openid-configuration") { [self] _, _ -> Response in
-            json("""
+            discoveryRequests.withLockedValue { $0 += 1 }
+            return json("""
                 {"issuer":"\(issuer)","authorization_endpoint":"\(base)/authorize","token_endpoint":"\(base)/token",
                  "jwks_uri":"\(base)/jwks","id_token_signing_alg_values_supported":["ES256"]}
                 """)
         }
         router.get("/jwks") { [self] _, _ -> Response in
+            jwksRequests.withLockedValue { $0 += 1 }
+            try await Task.sleep(for: jwksDelay.withLockedValue { $0 })
+            let status = jwksStatus.withLockedValue { $0 }
+            guard status == .ok else { return Response(status: status) }
             let (x, y) = published.publicKey.parameters!
             return json("""
                 {"keys":[{"kty":"EC","crv":"P-256","x":"\(x)","y":"\(y)","kid":"\(publishedKID)","alg":"ES256","use":"sig"}]}
@@ -71,11 +82,12 @@ final class LocalIdP: Sendable {
         }
     }
 
-    /// Signs claims as this IdP would (or with the unpublished key).
-    func sign<Claims: JWTPayload>(_ claims: Claims, withPublishedKey: Bool = true) async throws -> String {
+    /// Signs claims as this IdP would (or with the unpublished key, or naming another key id).
+    func sign<Claims: JWTPayload>(_ claims: Claims, withPublishedKey: Bool = true, kid: String? = nil) async throws -> String {
         let keys = JWTKeyCollection()
-        await keys.add(ecdsa: withPublishedKey ? published : unpublished, kid: JWKIdentifier(string: publishedKID))
-        return try await keys.sign(claims, kid: JWKIdentifier(string: publishedKID))
+        let kid = JWKIdentifier(string: kid ?? publishedKID)
+        await keys.add(ecdsa: withPublishedKey ? published : unpublished, kid: kid)
+        return try await keys.sign(claims, kid: kid)
     }
 
     private func json(_ text: String) -> Response {

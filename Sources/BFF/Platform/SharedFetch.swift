@@ -1,0 +1,67 @@
+import NIOConcurrencyHelpers
+
+/// A value fetched from another service that every caller shares. Concurrent callers that find it
+/// missing or stale wait for one fetch, and after a failed fetch none starts again for
+/// `failureBackoff`. Whoever can make the server fetch (a forged token's unknown `kid` on the
+/// unauthenticated logout endpoint, a burst of logins after a restart) thus costs the provider one
+/// request, and a provider that is down is not hammered by every request.
+final class SharedFetch<Value: Sendable>: Sendable {
+    private struct State {
+        var value: Value?
+        var fetchedAt: ContinuousClock.Instant?
+        var inFlight: Task<Value, any Error>?
+        var failure: (error: any Error, at: ContinuousClock.Instant)?
+    }
+
+    private enum Next {
+        case ready(Value)
+        case wait(Task<Value, any Error>)
+    }
+
+    private let state = NIOLockedValueBox(State())
+    private let failureBackoff: Duration
+    private let fetch: @Sendable () async throws -> Value
+
+    init(failureBackoff: Duration, fetch: @escaping @Sendable () async throws -> Value) {
+        self.failureBackoff = failureBackoff
+        self.fetch = fetch
+    }
+
+    /// The value, fetched first when there is none or `isStale(value, age)` holds. Within the backoff
+    /// after a failed fetch, the value held (stale or not) is returned, or the failure when none is held.
+    func get(isStale: (Value, Duration) -> Bool) async throws -> Value {
+        let now = ContinuousClock.now
+        let next: Next = try state.withLockedValue { state in
+            if let value = state.value, let fetchedAt = state.fetchedAt, !isStale(value, now - fetchedAt) {
+                return .ready(value)
+            }
+            if let inFlight = state.inFlight { return .wait(inFlight) }
+            if let failure = state.failure, now - failure.at < failureBackoff {
+                if let value = state.value { return .ready(value) }
+                throw failure.error
+            }
+            // The fetch cannot finish before this assignment: it takes the same lock to record its result.
+            let task = Task { [self] in try await run() }
+            state.inFlight = task
+            return .wait(task)
+        }
+        switch next {
+        case .ready(let value): return value
+        case .wait(let flight): return try await flight.value
+        }
+    }
+
+    private func run() async throws -> Value {
+        do {
+            let value = try await fetch()
+            state.withLockedValue { $0 = State(value: value, fetchedAt: .now) }
+            return value
+        } catch {
+            state.withLockedValue {
+                $0.inFlight = nil
+                $0.failure = (error, .now)
+            }
+            throw error
+        }
+    }
+}
