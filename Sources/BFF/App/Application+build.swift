@@ -115,8 +115,10 @@ public func buildApplication(
     let server: HTTPServerBuilder
     if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
         var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) },
-            privateKey: .privateKey(try NIOSSLPrivateKey(file: key, format: .pem)))
+            certificateChain: try loadPEM("BFF_TLS_CERT", certificate, as: "certificate chain") {
+                try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) }
+            },
+            privateKey: .privateKey(try loadPEM("BFF_TLS_KEY", key, as: "private key") { try NIOSSLPrivateKey(file: key, format: .pem) }))
         tls.minimumTLSVersion = .tlsv13
         server = try .tls(.http1(), tlsConfiguration: tls)
     } else {
@@ -148,5 +150,18 @@ struct HSTSMiddleware: RouterMiddleware {
         var response = try await next(request, context)
         response.headers[.strictTransportSecurity] = "max-age=31536000; includeSubDomains"
         return response
+    }
+}
+
+/// NIOSSL's errors name neither the file nor what was wrong with it ("failedToLoadCertificate"),
+/// which is all an operator would see.
+private func loadPEM<Value>(_ variable: String, _ path: String, as what: String, _ load: () throws -> Value) throws -> Value {
+    guard FileManager.default.isReadableFile(atPath: path) else {
+        throw ConfigurationError(variable, "names \(path), which does not exist or is not readable by this user")
+    }
+    do {
+        return try load()
+    } catch {
+        throw ConfigurationError(variable, "names \(path), which could not be read as a PEM \(what) (\(error))")
     }
 }

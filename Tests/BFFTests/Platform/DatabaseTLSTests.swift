@@ -69,7 +69,7 @@ struct DatabaseTLSTests {
     /// A self-signed certificate for `localhost` and its key, written as `server.crt` and
     /// `server.key` (or `NAME.crt` alone) into `directory`, owned by the folder's owner, the key
     /// readable by it alone (PostgreSQL refuses it otherwise); returns the certificate's path.
-    private static func selfSignedCertificate(into directory: String, name: String = "server") throws -> String {
+    static func selfSignedCertificate(into directory: String, name: String = "server") throws -> String {
         let key = P256.Signing.PrivateKey()
         let subject = try DistinguishedName { CommonName("localhost") }
         let certificate = try Certificate(
