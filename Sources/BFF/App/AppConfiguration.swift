@@ -36,7 +36,9 @@ public struct AppConfiguration: Sendable {
         database = try DatabaseURL(parsing: try reader.required("BFF_DATABASE_URL"), variable: "BFF_DATABASE_URL")
         databasePoolSize = try reader.int("BFF_DATABASE_POOL_SIZE", default: 20, range: 1...500)
         databaseTimeout = .seconds(try reader.int("BFF_DATABASE_TIMEOUT", default: 5, range: 1...120))
-        corsOrigins = Set(reader.list("BFF_CORS_ORIGINS", default: ["https://app.example.com"]))
+        // Set but empty means no web origin at all, as a mobile-only deployment wants; only unset means the default.
+        corsOrigins = Set(env["BFF_CORS_ORIGINS"] == nil
+            ? ["https://app.example.com"] : reader.list("BFF_CORS_ORIGINS", default: []))
         bodyLimit = try reader.int("BFF_BODY_LIMIT", default: 64 * 1024, range: 1024...(16 * 1024 * 1024))
         authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 30, range: 1...1_000_000)
         trustedProxies = try reader.list("BFF_TRUSTED_PROXIES", default: []).map {

@@ -48,6 +48,15 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("BFF_CORS_ORIGINS set but empty allows no web origin; unset, the default")
+    func emptyCORSOrigins() throws {
+        var environment = valid
+        environment["BFF_CORS_ORIGINS"] = " "
+        #expect(try AppConfiguration(environment: environment).corsOrigins.isEmpty)
+        environment["BFF_CORS_ORIGINS"] = "https://a.example, https://b.example"
+        #expect(try AppConfiguration(environment: environment).corsOrigins == ["https://a.example", "https://b.example"])
+    }
+
     @Test("an http issuer is accepted on this host only", arguments: ["http://127.0.0.1:9400", "http://localhost:9400/", "http://[::1]:9400"])
     func loopbackIssuer(issuer: String) throws {
         var environment = valid
