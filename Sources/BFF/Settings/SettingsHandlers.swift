@@ -61,11 +61,15 @@ extension LearnerSettings {
                 subjectID: preference.subjectId, topicIDs: preference.topicIds,
                 difficulty: try difficulty(preference.difficulty, "subjects[\(index)].difficulty")))
         }
+        let notifyStart = try time(window.start, "notification_window.start")
+        let notifyEnd = try time(window.end, "notification_window.end")
+        // Read as an empty window it would silence the learner; as a whole day, wake them at night.
+        guard notifyEnd != notifyStart else {
+            throw APIError.validation("notification_window.end", "must differ from start (end before start spans midnight)")
+        }
         self.init(
             subjects: subjects, difficulty: try difficulty(body.difficulty, "difficulty"),
-            notifyStart: try time(window.start, "notification_window.start"),
-            notifyEnd: try time(window.end, "notification_window.end"),
-            timezone: window.timezone, theme: body.theme.rawValue)
+            notifyStart: notifyStart, notifyEnd: notifyEnd, timezone: window.timezone, theme: body.theme.rawValue)
     }
 
     var schema: Components.Schemas.Settings {

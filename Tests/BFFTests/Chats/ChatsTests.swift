@@ -550,6 +550,7 @@ struct SettingsTests {
         ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#, "validation_failed"),
         ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#, "validation_failed"),
         ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#, "validation_failed"),
+        ("notification_window.end", #""end":"21:00""#, #""end":"07:30""#, "validation_failed"),
         ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#, "validation_failed"),
         ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#, "validation_failed"),
         ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#, "validation_failed"),
