@@ -107,10 +107,10 @@ struct AuthService: Sendable {
 
     /// The AppJWT is derived from the refresh token it comes with (its `jti` and `iat`), so a replayed
     /// rotation returns byte-identical tokens.
-    func pair(for refresh: IssuedRefreshToken, user: UserRecord, scopes: [String] = AccessTokens.allScopes) -> TokenPair {
+    func pair(for refresh: IssuedRefreshToken, user: UserRecord) -> TokenPair {
         let tokenID = String(Base64URL.encode(Digest.sha256(refresh.token)).prefix(22))
         let access = accessTokens.issue(
-            userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: scopes,
+            userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: refresh.scopes,
             tokenID: tokenID, issuedAt: refresh.issuedAt)
         let now = Date()
         let accessLeft = Int(refresh.issuedAt.timeIntervalSince1970.rounded(.down)) + accessTokens.lifetime - Int(now.timeIntervalSince1970)

@@ -25,6 +25,9 @@ extension Commands {
         }
         let unknown = scopes.filter { !AccessTokens.allScopes.contains($0) }
         guard unknown.isEmpty else { throw ConfigurationError("--scope", "names unknown scopes \(unknown)") }
+        // In the canonical order, once each: every scope, however listed, is the family's NULL and the
+        // tokens' `hasEveryScope`.
+        let scopes = AccessTokens.allScopes.filter(scopes.contains)
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let auth = dependencies.authService
@@ -38,8 +41,9 @@ extension Commands {
                         """)
                     guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
                     try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
-                    let refresh = try await auth.refreshTokens.startFamily(userID: userID, deviceID: deviceID, idpSessionID: nil)
-                    return (index, auth.pair(for: refresh, user: user, scopes: scopes))
+                    let refresh = try await auth.refreshTokens.startFamily(
+                        userID: userID, deviceID: deviceID, idpSessionID: nil, scopes: scopes)
+                    return (index, auth.pair(for: refresh, user: user))
                 }
                 var results = [TokenPair?](repeating: nil, count: targets.count)
                 var next = 0

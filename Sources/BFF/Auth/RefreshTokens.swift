@@ -37,6 +37,8 @@ struct IssuedRefreshToken: Sendable, Equatable {
     let familyID: UUID
     let issuedAt: Date
     let expiresAt: Date
+    /// What the family's access tokens grant: every scope unless it was issued narrower.
+    var scopes: [String] = AccessTokens.allScopes
 }
 
 /// Refresh tokens (DESIGN §7): 256-bit random, stored only as SHA-256, bound to a device, usable once,
@@ -71,15 +73,20 @@ struct RefreshTokenStore: Sendable {
         derivationKeys.map { key in Base64URL.encode(HMAC<SHA256>.authenticationCode(for: Data(parent.utf8), using: key)) }
     }
 
-    /// Opens a new family (a login on one device) with its first token.
-    func startFamily(userID: UUID, deviceID: String, idpSessionID: String?) async throws -> IssuedRefreshToken {
+    /// Opens a new family (a login on one device) with its first token. Its rotations keep `scopes`.
+    func startFamily(
+        userID: UUID, deviceID: String, idpSessionID: String?, scopes: [String] = AccessTokens.allScopes
+    ) async throws -> IssuedRefreshToken {
         let token = SecureRandom.token()
         let hash = Digest.sha256(token)
         let lifetime = self.lifetime
+        // NULL, every scope, for each login: rotations then skip splitting a string.
+        let scope = scopes == AccessTokens.allScopes ? nil : scopes.joined(separator: " ")
         let (familyID, issuedAt, expiresAt) = try await database.run { client in
             let rows = try await client.query("""
                 WITH family AS (
-                    INSERT INTO refresh_families (user_id, device_id, idp_sid) VALUES (\(userID), \(deviceID), \(idpSessionID))
+                    INSERT INTO refresh_families (user_id, device_id, idp_sid, scope)
+                    VALUES (\(userID), \(deviceID), \(idpSessionID), \(scope))
                     RETURNING id
                 )
                 INSERT INTO refresh_tokens (token_hash, family_id, device_id, issued_at, expires_at)
@@ -91,11 +98,12 @@ struct RefreshTokenStore: Sendable {
             for try await row in rows.decode((UUID, Date, Date).self) { return row }
             throw DatabaseUnavailable(reason: "refresh family insert returned no row")
         }
-        return IssuedRefreshToken(token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt)
+        return IssuedRefreshToken(
+            token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt, scopes: scopes)
     }
 
-    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006, 0008 and
-    /// 0014) holding the family's row lock, so concurrent presentations of one token are serialised:
+    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006, 0008, 0014
+    /// and 0015) holding the family's row lock, so concurrent presentations of one token are serialised:
     /// the first rotates, retries within the interval get the same child (derived under any key of
     /// the ring), anything else revokes the family. Only a rotation or a retry counts against the
     /// family's own rate limit; on success the user's row comes back and the device is touched.
@@ -134,7 +142,8 @@ struct RefreshTokenStore: Sendable {
             let childToken = children[index]
             return RotatedRefreshToken(
                 token: IssuedRefreshToken(
-                    token: childToken, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt),
+                    token: childToken, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt,
+                    scopes: row.scope.map { $0.split(separator: " ").map(String.init) } ?? AccessTokens.allScopes),
                 user: UserRecord(id: userID, email: row.email, displayName: row.displayName))
         case "rate_limited":
             throw RefreshRateLimited(retryAfter: row.retryAfter ?? 1)
@@ -172,7 +181,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     static let name = "bff_rotate_refresh_token"
     static let sql = """
         SELECT outcome, child_hash, family_id, user_id, issued_at, expires_at, retry_after, email, display_name,
-               address_allowed, address_ahead
+               address_allowed, address_ahead, scope
         FROM bff_refresh_rotate_ring($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
         """
 
@@ -188,6 +197,7 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         let displayName: String?
         let addressAllowed: Bool?
         let addressAhead: Double?
+        let scope: String?
     }
 
     let parentHash: Data
@@ -217,10 +227,10 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead) =
-            try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?).self)
+        let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead, scope) =
+            try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?, String?).self)
         return Row(outcome: outcome, childHash: childHash, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
                    retryAfter: retryAfter, email: email, displayName: displayName, addressAllowed: addressAllowed,
-                   addressAhead: addressAhead)
+                   addressAhead: addressAhead, scope: scope)
     }
 }

@@ -52,6 +52,41 @@ struct RefreshRotationTests {
         }
     }
 
+    @Test("a family issued narrower keeps its scopes through rotations and a retry; one issued with every scope keeps every scope")
+    func scopesSurviveRotation() async throws {
+        /// The `scope` claim of an AppJWT (its signature is checked by the requests below).
+        @Sendable func scope(of response: TestResponse) throws -> String? {
+            let token = try #require(response.json["access_token"] as? String)
+            let payload = try #require(Base64URL.decode(String(token.split(separator: ".")[1])))
+            return try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])["scope"] as? String
+        }
+        let narrow = try await Commands.issueToken(
+            environment: environment, userID: UUID(), deviceID: Self.device, scopes: ["chat:rw", "profile:read", "chat:rw"])
+        let full = try await Commands.issueToken(
+            environment: environment, userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes.reversed())
+        let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
+        try await app.live { client in
+            func refresh(_ token: String) async throws -> TestResponse {
+                let response = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(token))
+                #expect(response.status == .ok, "\(response.text)")
+                return response
+            }
+            let first = try await refresh(narrow.refreshToken)
+            #expect(try scope(of: first) == "profile:read chat:rw")
+            #expect(try scope(of: try await refresh(narrow.refreshToken)) == "profile:read chat:rw")
+            let second = try await refresh(try #require(first.json["refresh_token"] as? String))
+            #expect(try scope(of: second) == "profile:read chat:rw")
+            let access = try #require(second.json["access_token"] as? String)
+            #expect(try await client.me(access).status == .ok)
+            let push = try await client.execute(
+                uri: "/api/v1/push/register", method: .post,
+                headers: [.authorization: "Bearer \(access)", .contentType: "application/json"], body: ByteBuffer(string: "{}"))
+            #expect(push.status == .forbidden && push.errorCode == "insufficient_scope", "\(push.text)")
+
+            #expect(try scope(of: try await refresh(full.refreshToken)) == AccessTokens.allScopes.joined(separator: " "))
+        }
+    }
+
     @Test("during a key rotation a retry that reaches the other ring gets the same pair, in both directions")
     func retryAcrossKeyRings() async throws {
         let k1 = "k1:" + Base64URL.encode([UInt8](repeating: 9, count: 32))
