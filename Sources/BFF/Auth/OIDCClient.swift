@@ -83,7 +83,8 @@ final class OIDCClient: Sendable {
     private let timeout: TimeAmount = .seconds(5)
     private let metadataFetch: SharedFetch<Metadata>
     private let keySetFetch: SharedFetch<KeySet>
-    static let jwksRefetchInterval: Duration = .seconds(60)
+    /// How old the JWKS must be before a token naming a key not in it fetches it again.
+    private let jwksRefetchInterval: Duration
     static let metadataLifetime: Duration = .seconds(3600)
     static let leeway: TimeInterval = 60
     /// How old a back-channel logout token may be, long enough for a provider's retries after an
@@ -91,13 +92,17 @@ final class OIDCClient: Sendable {
     static let logoutTokenMaxAge: TimeInterval = 24 * 3600
 
     /// `fetchFailureBackoff`: after a failed fetch of discovery or the JWKS, how long requests are
-    /// answered from what is held (or refused as the provider being unavailable) before the next fetch.
-    init(issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared, fetchFailureBackoff: Duration = .seconds(5)) {
+    /// refused as the provider being unavailable before the next fetch.
+    init(
+        issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared,
+        jwksRefetchInterval: Duration = .seconds(60), fetchFailureBackoff: Duration = .seconds(5)
+    ) {
         let issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
         self.issuer = issuer
         self.clientID = clientID
         self.clientSecret = clientSecret
         self.http = http
+        self.jwksRefetchInterval = jwksRefetchInterval
         let timeout = timeout
         let metadataFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
             let metadata: Metadata = try await Self.getJSON("\(issuer)/.well-known/openid-configuration", http: http, timeout: timeout)
@@ -242,8 +247,8 @@ final class OIDCClient: Sendable {
         }
         // A token naming a key not held refetches the JWKS (the provider rotated its keys), at most
         // once a minute: anyone can send such a token to the logout endpoint.
-        let keys = try await keySetFetch.get { held, age in
-            header.kid.map { !held.keyIDs.contains($0) } == true && age >= Self.jwksRefetchInterval
+        let keys = try await keySetFetch.get { [jwksRefetchInterval] held, age in
+            header.kid.map { !held.keyIDs.contains($0) } == true && age >= jwksRefetchInterval
         }
         if let kid = header.kid, !keys.keyIDs.contains(kid) { throw IdPRejected(reason: "unknown signing key") }
         do {
@@ -277,13 +282,18 @@ final class OIDCClient: Sendable {
         }
     }
 
+    /// The whole answer within `timeout`: the client's own deadline ends with the response head, and
+    /// a body that stalls would hold every caller waiting for the shared fetch.
     private static func getText(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> String {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
         do {
-            let response = try await http.execute(request, timeout: timeout)
-            guard response.status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(response.status.code)") }
-            return String(buffer: try await response.body.collect(upTo: 1 << 20))
+            let expired = { IdPUnavailable(reason: "\(url): no whole answer within \(timeout)") as any Error }
+            return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) { [request] in
+                let response = try await http.execute(request, timeout: timeout)
+                guard response.status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(response.status.code)") }
+                return String(buffer: try await response.body.collect(upTo: 1 << 20))
+            }
         } catch let error as IdPUnavailable {
             throw error
         } catch {

@@ -190,10 +190,13 @@ public struct Database: Sendable {
 }
 
 /// Runs `operation` with a deadline: when it passes, the operation is cancelled and the call throws
-/// `DatabaseUnavailable` once the operation has wound down. The timer is an event-loop task:
-/// `Task.sleep` would put a Dispatch timer and a second child task on every database call.
+/// `expired()` (`DatabaseUnavailable` unless given) once the operation has wound down. The timer is
+/// an event-loop task: `Task.sleep` would put a Dispatch timer and a second child task on every
+/// database call.
 func withDeadline<Result: Sendable>(
-    _ timeout: Duration, _ operation: @escaping @Sendable () async throws -> Result
+    _ timeout: Duration,
+    expired expiredError: (() -> any Error)? = nil,
+    _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
     let task = Task { try await operation() }
     let expired = NIOLockedValueBox(false)
@@ -209,7 +212,7 @@ func withDeadline<Result: Sendable>(
             task.cancel()
         }
     } catch {
-        if expired.withLockedValue({ $0 }) { throw DatabaseUnavailable(reason: "no answer within \(timeout)") }
+        if expired.withLockedValue({ $0 }) { throw expiredError?() ?? DatabaseUnavailable(reason: "no answer within \(timeout)") }
         throw error
     }
 }

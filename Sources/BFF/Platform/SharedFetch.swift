@@ -4,7 +4,8 @@ import NIOConcurrencyHelpers
 /// missing or stale wait for one fetch, and after a failed fetch none starts again for
 /// `failureBackoff`. Whoever can make the server fetch (a forged token's unknown `kid` on the
 /// unauthenticated logout endpoint, a burst of logins after a restart) thus costs the provider one
-/// request, and a provider that is down is not hammered by every request.
+/// request, and a provider that is down is not hammered by every request. The fetch must end by
+/// itself (a deadline of its own): a waiting caller that is cancelled still waits for it.
 final class SharedFetch<Value: Sendable>: Sendable {
     private struct State {
         var value: Value?
@@ -28,7 +29,7 @@ final class SharedFetch<Value: Sendable>: Sendable {
     }
 
     /// The value, fetched first when there is none or `isStale(value, age)` holds. Within the backoff
-    /// after a failed fetch, the value held (stale or not) is returned, or the failure when none is held.
+    /// after a failed fetch, that failure is thrown instead of fetching.
     func get(isStale: (Value, Duration) -> Bool) async throws -> Value {
         let now = ContinuousClock.now
         let next: Next = try state.withLockedValue { state in
@@ -36,10 +37,9 @@ final class SharedFetch<Value: Sendable>: Sendable {
                 return .ready(value)
             }
             if let inFlight = state.inFlight { return .wait(inFlight) }
-            if let failure = state.failure, now - failure.at < failureBackoff {
-                if let value = state.value { return .ready(value) }
-                throw failure.error
-            }
+            // A value held but stale for this caller (a key it names is not in it) is no answer: the
+            // caller learns the provider is unavailable, as it would from a fetch of its own.
+            if let failure = state.failure, now - failure.at < failureBackoff { throw failure.error }
             // The fetch cannot finish before this assignment: it takes the same lock to record its result.
             let task = Task { [self] in try await run() }
             state.inFlight = task

@@ -214,46 +214,77 @@ struct IDTokenTests {
         #expect(AuthService.profileText("a@example.com", limit: 320, shorten: false) == "a@example.com")
     }
 
-    @Test("concurrent verifications fetch discovery and the JWKS once; tokens naming an unknown key refetch at most once a minute")
+    @Test("concurrent verifications fetch discovery and the JWKS once; tokens naming an unknown key refetch it once, and only after the interval")
     func sharedFetches() async throws {
         try await LocalIdP().serve { idp in
             idp.jwksDelay.withLockedValue { $0 = .milliseconds(200) }
-            let oidc = client(idp)
+            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: .seconds(3))
             let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
             let valid = try await idp.sign(claims)
             let unknownKey = try await idp.sign(claims, kid: "rotated-key")
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                for _ in 0..<16 {
-                    group.addTask { _ = try await oidc.verifyIDToken(valid, nonce: "n-1") }
-                }
-                try await group.waitForAll()
-            }
-            #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)
-            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
-            await withTaskGroup(of: Void.self) { group in
-                for _ in 0..<16 {
-                    group.addTask {
-                        await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(unknownKey, nonce: "n-1") }
+            @Sendable func concurrently(_ token: String, valid: Bool) async {
+                await withTaskGroup(of: Void.self) { group in
+                    for _ in 0..<16 {
+                        group.addTask {
+                            if valid {
+                                await #expect(throws: Never.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
+                            } else {
+                                await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
+                            }
+                        }
                     }
                 }
             }
+            await concurrently(valid, valid: true)
+            #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            await concurrently(unknownKey, valid: false)
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            try await Task.sleep(for: .milliseconds(3200))
+            await concurrently(unknownKey, valid: false)
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
+            #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)
         }
     }
 
-    @Test("after a failed JWKS fetch, verifications within the backoff are refused without fetching again; then it is fetched anew")
+    @Test("after a failed JWKS fetch, verifications within the backoff are 'unavailable' without fetching again, a token naming a held key still verifies; then it is fetched anew")
     func failedFetchBackoff() async throws {
         try await LocalIdP().serve { idp in
+            let oidc = OIDCClient(
+                issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil,
+                jwksRefetchInterval: .zero, fetchFailureBackoff: .seconds(2))
+            let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            let token = try await idp.sign(claims)
+            let unknownKey = try await idp.sign(claims, kid: "rotated-key")
+
+            // No keys held: the failure is the answer until the backoff ends.
             idp.jwksStatus.withLockedValue { $0 = .internalServerError }
-            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, fetchFailureBackoff: .milliseconds(500))
-            let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1"))
             await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
             await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
             idp.jwksStatus.withLockedValue { $0 = .ok }
-            try await Task.sleep(for: .milliseconds(600))
+            try await Task.sleep(for: .milliseconds(2200))
             #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
             #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
+
+            // Keys held, the provider failing: a token naming a key not held cannot be judged (503,
+            // not a refusal), one naming a held key verifies.
+            idp.jwksStatus.withLockedValue { $0 = .internalServerError }
+            await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(unknownKey, nonce: "n-1") }
+            await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(unknownKey, nonce: "n-1") }
+            #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 3)
+        }
+    }
+
+    @Test("a JWKS answer that stalls halfway is given up after the 5 s fetch timeout, not waited for")
+    func stalledBody() async throws {
+        try await LocalIdP().serve { idp in
+            idp.jwksBodyStall.withLockedValue { $0 = .seconds(9) }
+            let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1"))
+            let start = ContinuousClock.now
+            await #expect(throws: IdPUnavailable.self) { try await client(idp).verifyIDToken(token, nonce: "n-1") }
+            #expect(ContinuousClock.now - start < .seconds(8))
         }
     }
 

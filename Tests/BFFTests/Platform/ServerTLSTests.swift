@@ -28,11 +28,14 @@ struct ServerTLSTests {
             #expect(health.status == .ok)
             #expect(health.headers[.strictTransportSecurity]?.hasPrefix("max-age=") == true)
 
+            let port = try #require(client.port)
             var tls12 = TLSConfiguration.makeClientConfiguration()
             tls12.certificateVerification = .none
             tls12.maximumTLSVersion = .tlsv12
-            let old = HTTPClient(configuration: .init(tlsConfiguration: tls12))
-            let port = try #require(client.port)
+            var configuration = HTTPClient.Configuration(tlsConfiguration: tls12)
+            // The refusal at once, rather than retried until the deadline.
+            configuration.connectionPool.retryConnectionEstablishment = false
+            let old = HTTPClient(configuration: configuration)
             let refusal = await #expect(throws: (any Error).self) {
                 _ = try await old.execute(HTTPClientRequest(url: "https://127.0.0.1:\(port)/healthz"), timeout: .seconds(5))
             }

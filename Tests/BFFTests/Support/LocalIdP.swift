@@ -23,6 +23,8 @@ final class LocalIdP: Sendable {
     /// The JWKS endpoint's status (anything but 200 answers no keys) and how long it takes to answer.
     let jwksStatus = NIOLockedValueBox(HTTPResponse.Status.ok)
     let jwksDelay = NIOLockedValueBox(Duration.zero)
+    /// How long the JWKS answer pauses halfway through its body.
+    let jwksBodyStall = NIOLockedValueBox(Duration.zero)
     /// Whether the issuer ends in `/`, as some providers' do (Auth0).
     let trailingSlash: Bool
 
@@ -49,9 +51,18 @@ final class LocalIdP: Sendable {
             let status = jwksStatus.withLockedValue { $0 }
             guard status == .ok else { return Response(status: status) }
             let (x, y) = published.publicKey.parameters!
-            return json("""
+            let text = """
                 {"keys":[{"kty":"EC","crv":"P-256","x":"\(x)","y":"\(y)","kid":"\(publishedKID)","alg":"ES256","use":"sig"}]}
-                """)
+                """
+            let stall = jwksBodyStall.withLockedValue { $0 }
+            guard stall > .zero else { return json(text) }
+            let half = text.utf8.count / 2
+            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init { writer in
+                try await writer.write(ByteBuffer(string: String(text.prefix(half))))
+                try await Task.sleep(for: stall)
+                try await writer.write(ByteBuffer(string: String(text.dropFirst(half))))
+                try await writer.finish(nil)
+            })
         }
         router.post("/token") { [self] request, _ -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65536))
