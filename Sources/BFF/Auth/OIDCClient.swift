@@ -168,15 +168,8 @@ final class OIDCClient: Sendable {
         let body = (form.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
         request.body = .bytes(ByteBuffer(string: body))
 
-        let response: HTTPClientResponse
-        let bytes: ByteBuffer
-        do {
-            response = try await http.execute(request, timeout: timeout)
-            bytes = try await response.body.collect(upTo: 1 << 20)
-        } catch {
-            throw IdPUnavailable(reason: "token endpoint: \(error)")
-        }
-        switch response.status.code {
+        let (status, bytes) = try await Self.answer(to: request, named: "token endpoint", http: http, timeout: timeout)
+        switch status.code {
         case 200..<300:
             struct TokenResponse: Decodable { let id_token: String? }
             guard let decoded = try? JSONDecoder().decode(TokenResponse.self, from: Data(buffer: bytes)),
@@ -184,9 +177,9 @@ final class OIDCClient: Sendable {
             else { throw IdPRejected(reason: "token response has no id_token") }
             return idToken
         case 400..<500:
-            throw IdPRejected(reason: "token endpoint answered \(response.status.code)")
+            throw IdPRejected(reason: "token endpoint answered \(status.code)")
         default:
-            throw IdPUnavailable(reason: "token endpoint answered \(response.status.code)")
+            throw IdPUnavailable(reason: "token endpoint answered \(status.code)")
         }
     }
 
@@ -282,22 +275,30 @@ final class OIDCClient: Sendable {
         }
     }
 
-    /// The whole answer within `timeout`: the client's own deadline ends with the response head, and
-    /// a body that stalls would hold every caller waiting for the shared fetch.
     private static func getText(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> String {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
+        let (status, body) = try await answer(to: request, named: url, http: http, timeout: timeout)
+        guard status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(status.code)") }
+        return String(buffer: body)
+    }
+
+    /// The status and the whole body within `timeout`: the client's own deadline ends with the
+    /// response head, and a body that stalls would hold the request (and every caller waiting for
+    /// a shared fetch) until the connection's read timeout.
+    private static func answer(
+        to request: HTTPClientRequest, named name: String, http: HTTPClient, timeout: TimeAmount
+    ) async throws -> (HTTPResponseStatus, ByteBuffer) {
+        let expired = { IdPUnavailable(reason: "\(name): no whole answer within \(timeout)") as any Error }
         do {
-            let expired = { IdPUnavailable(reason: "\(url): no whole answer within \(timeout)") as any Error }
-            return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) { [request] in
+            return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) {
                 let response = try await http.execute(request, timeout: timeout)
-                guard response.status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(response.status.code)") }
-                return String(buffer: try await response.body.collect(upTo: 1 << 20))
+                return (response.status, try await response.body.collect(upTo: 1 << 20))
             }
         } catch let error as IdPUnavailable {
             throw error
         } catch {
-            throw IdPUnavailable(reason: "\(url): \(error)")
+            throw IdPUnavailable(reason: "\(name): \(error)")
         }
     }
 
