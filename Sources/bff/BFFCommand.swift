@@ -9,7 +9,7 @@ struct BFFCommand: AsyncParsableCommand {
         subcommands: [Serve.self, Migrate.self, Auth.self, Version.self])
 }
 
-/// Configuration errors and refused migrations end the process with one line on stderr.
+/// Configuration errors, refused migrations and an unreachable database end the process with one line on stderr.
 func runReportingFailures(_ body: () async throws -> Void) async throws {
     do {
         try await body()
@@ -17,6 +17,9 @@ func runReportingFailures(_ body: () async throws -> Void) async throws {
         FileHandle.standardError.write(Data("bff: \(error)\n".utf8))
         throw ExitCode(2)
     } catch let error as MigrationError {
+        FileHandle.standardError.write(Data("bff: \(error)\n".utf8))
+        throw ExitCode(1)
+    } catch let error as StartupError {
         FileHandle.standardError.write(Data("bff: \(error)\n".utf8))
         throw ExitCode(1)
     }

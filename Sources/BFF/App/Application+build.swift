@@ -135,6 +135,7 @@ public func buildApplication(
     let revocations = RevocationWatcher(dependencies: dependencies)
     app.addServices(revocations)
     app.beforeServerStarts {
+        try await dependencies.database.waitUntilReachable(configuration.database)
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
         // No request is served before the revocations an unexpired access token may belong to are known.
         try await revocations.poll()

@@ -43,7 +43,8 @@ public enum Commands {
         let logger = makeLogger(level: configuration.logLevel)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         return try await withDatabase(dependencies.database) { client in
-            try await dependencies.migrator.migrate(client: client)
+            try await dependencies.database.waitUntilReachable(configuration.database)
+            return try await dependencies.migrator.migrate(client: client)
         }
     }
 

@@ -8,6 +8,13 @@ import ServiceLifecycle
 import Synchronization
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
+/// Start-up could not begin serving; the process ends with this one line.
+public struct StartupError: Error, CustomStringConvertible {
+    public let description: String
+
+    init(_ description: String) { self.description = description }
+}
+
 struct DatabaseUnavailable: Error, CustomStringConvertible {
     let reason: String
     var description: String { "database unavailable: \(reason)" }
@@ -106,6 +113,29 @@ public struct Database: Sendable {
         } catch {
             throw Self.classify(error)
         }
+    }
+
+    /// Waits until every pool answers, at most six times the deadline of one use. Start-up calls it:
+    /// the pools retry an unreachable server without end, so a server or `bff migrate` pointed at a
+    /// wrong host, or started while the database is down, would otherwise wait silently for good.
+    func waitUntilReachable(_ url: DatabaseURL) async throws {
+        let limit = timeout * 6
+        let start = ContinuousClock.now
+        var last: any Error = DatabaseUnavailable(reason: "not tried")
+        while ContinuousClock.now - start < limit {
+            do {
+                for pool in pools.indices {
+                    try await run(pool: pool) { client in _ = try await client.query("SELECT 1").collect() }
+                }
+                return
+            } catch {
+                last = error
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        throw StartupError(
+            "no answer from the database at \(url.location) (BFF_DATABASE_URL) within \(Int(limit.seconds)) s (\(last));"
+                + " the log lines of component postgres give each attempt's reason")
     }
 
     /// Statements a housekeeping pass runs at most for one table.

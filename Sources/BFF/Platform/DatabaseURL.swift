@@ -57,6 +57,11 @@ public struct DatabaseURL: Sendable, Equatable {
         }
     }
 
+    /// Where it points, without the password: for messages to an operator.
+    public var location: String {
+        "\(username)@\(socketDirectory.map { "\($0)/.s.PGSQL.\(port)" } ?? "\(host):\(port)")/\(database)"
+    }
+
     /// The same server with another database, for tests and tools that create databases.
     public func with(database: String) -> DatabaseURL {
         var copy = self

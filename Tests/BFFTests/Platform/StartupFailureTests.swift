@@ -52,4 +52,22 @@ struct StartupFailureTests {
         if case .schemaBehind(current: 0, latest: _)? = refusal {} else { Issue.record("unexpected \(String(describing: refusal))") }
         #expect(ContinuousClock.now - start < .seconds(10))
     }
+
+    @Test("with no database answering, the server and bff migrate stop after 6 x BFF_DATABASE_TIMEOUT, naming BFF_DATABASE_URL",
+          .timeLimit(.minutes(1)))
+    func unreachableDatabase() async throws {
+        let nowhere = try DatabaseURL(parsing: "postgres://bff@127.0.0.1:1/bff")
+        let environment = TestEnvironment.serverEnvironment(database: nowhere, ["BFF_DATABASE_TIMEOUT": "1", "BFF_LOG_LEVEL": "critical"])
+        let start = ContinuousClock.now
+        let migrate = await #expect(throws: StartupError.self) { try await Commands.migrate(environment: environment) }
+        #expect(migrate?.description.contains("bff@127.0.0.1:1/bff (BFF_DATABASE_URL) within 6 s") == true, "\(String(describing: migrate))")
+        #expect(ContinuousClock.now - start < .seconds(12))
+
+        let app = try await makeTestApp(database: nowhere, environment: ["BFF_DATABASE_TIMEOUT": "1", "BFF_LOG_LEVEL": "critical"])
+        let served = await #expect(throws: StartupError.self) {
+            try await app.live { _ in Issue.record("the server started without a database") }
+        }
+        #expect(served?.description.contains("BFF_DATABASE_URL") == true)
+        #expect(ContinuousClock.now - start < .seconds(24))
+    }
 }
