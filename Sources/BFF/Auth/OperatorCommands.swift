@@ -28,11 +28,14 @@ extension Commands {
         // In the canonical order, once each: every scope, however listed, is the family's NULL and the
         // tokens' `hasEveryScope`.
         let scopes = AccessTokens.allScopes.filter(scopes.contains)
+        guard !scopes.isEmpty else { throw ConfigurationError("--scope", "names no scope") }
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
         let auth = dependencies.authService
         let pairs = try await withDatabase(dependencies.database) { client in
-            try await withThrowingTaskGroup(of: (Int, TokenPair).self) { group in
+            // A schema behind this build is "run bff migrate", not a missing column's error.
+            try await dependencies.migrator.requireCurrent(client: client)
+            return try await withThrowingTaskGroup(of: (Int, TokenPair).self) { group in
                 @Sendable func issue(_ index: Int) async throws -> (Int, TokenPair) {
                     let (userID, deviceID) = targets[index]
                     _ = try await client.query("""

@@ -218,7 +218,7 @@ struct IDTokenTests {
     func sharedFetches() async throws {
         try await LocalIdP().serve { idp in
             idp.jwksDelay.withLockedValue { $0 = .milliseconds(200) }
-            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: .seconds(3))
+            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: .seconds(6))
             let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
             let valid = try await idp.sign(claims)
             let unknownKey = try await idp.sign(claims, kid: "rotated-key")
@@ -240,7 +240,7 @@ struct IDTokenTests {
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
             await concurrently(unknownKey, valid: false)
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
-            try await Task.sleep(for: .milliseconds(3200))
+            try await Task.sleep(for: .milliseconds(6200))
             await concurrently(unknownKey, valid: false)
             #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
             #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)

@@ -87,6 +87,20 @@ struct RefreshRotationTests {
         }
     }
 
+    @Test("bff auth issue-token refuses no scope at all, and a database whose schema is behind this build")
+    func issueTokenRefusals() async throws {
+        let none = await #expect(throws: ConfigurationError.self) {
+            try await Commands.issueToken(environment: environment, userID: UUID(), deviceID: Self.device, scopes: [])
+        }
+        #expect(none?.variable == "--scope")
+        let behind = try await TestDatabases.shared.makeEmpty()
+        await #expect(throws: MigrationError.self) {
+            try await Commands.issueToken(
+                environment: TestEnvironment.serverEnvironment(database: behind, ["BFF_LOG_LEVEL": "critical"]),
+                userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes)
+        }
+    }
+
     @Test("during a key rotation a retry that reaches the other ring gets the same pair, in both directions")
     func retryAcrossKeyRings() async throws {
         let k1 = "k1:" + Base64URL.encode([UInt8](repeating: 9, count: 32))
