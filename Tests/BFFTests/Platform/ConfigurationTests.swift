@@ -48,6 +48,18 @@ struct ConfigurationTests {
         }
     }
 
+    @Test("a BFF_JWT_KEYS entry written secret-first is refused without echoing the secret")
+    func keyEntryBackwards() {
+        let secret = Base64URL.encode([UInt8](repeating: 7, count: 32))
+        var environment = valid
+        environment["BFF_JWT_KEYS"] = "\(secret):k1"
+        #expect {
+            try AppConfiguration(environment: environment)
+        } throws: { error in
+            (error as? ConfigurationError)?.variable == "BFF_JWT_KEYS" && !String(describing: error).contains(secret)
+        }
+    }
+
     @Test("BFF_CORS_ORIGINS set but empty allows no web origin; unset, the default")
     func emptyCORSOrigins() throws {
         var environment = valid
