@@ -1,10 +1,16 @@
 import ArgumentParser
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `AsyncParsableCommand.main()` without `@main`, which cannot be used here: the executor must be
 /// installed first. Inside an async function the async overloads of `main` and `run` are chosen.
 func runCommand() async {
     await BFFCommand.main(nil)
 }
+
+// A log reader that goes away (a closed pipe) must not end the server: its lines are dropped.
+signal(SIGPIPE, SIG_IGN)
 
 // Swift tasks then run on the same event loops as the HTTP server and the PostgreSQL
 // connections: a request no longer hops between NIO's threads and Dispatch's pool at every

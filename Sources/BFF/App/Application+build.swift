@@ -25,6 +25,9 @@ public struct AppDependencies: Sendable {
         self.logger = logger
         var dbLogger = logger
         dbLogger[metadataKey: "component"] = "postgres"
+        // Below info, postgres-nio logs each row it receives (PKCE verifiers, emails) and the
+        // server's error details, which quote key values.
+        dbLogger.logLevel = max(logger.logLevel, .info)
         self.database = Database(
             configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
             poolSize: configuration.databasePoolSize, logger: dbLogger)
@@ -50,8 +53,17 @@ public struct AppDependencies: Sendable {
     }
 }
 
+/// The process's logger. Services handed it at start-up (authentication, refresh tokens) log from
+/// within requests too: the request's id comes from the task's context, so those lines carry it.
 public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput) -> Logger {
-    var logger = Logger(label: "bff") { label in JSONLogHandler(label: label, level: level, sink: sink) }
+    let requestID = Logger.MetadataProvider {
+        AppRequestContext.current.map { ["request_id": .string($0.requestID)] } ?? [:]
+    }
+    var logger = Logger(label: "bff") { label in
+        var handler = JSONLogHandler(label: label, level: level, sink: sink)
+        handler.metadataProvider = requestID
+        return handler
+    }
     logger.logLevel = level
     return logger
 }

@@ -35,11 +35,29 @@ public struct JSONLogHandler: LogHandler {
         for (key, value) in merged where object[key] == nil {
             object[key] = Self.json(value)
         }
+        // A request path or a rejected token's reason is the client's text: a line stays a line.
+        for (key, value) in object {
+            if let text = value as? String, text.utf8.count > Self.valueLimit { object[key] = Self.truncated(text) }
+        }
         guard var line = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes]) else {
             return
         }
         line.append(0x0A)
         sink.write(line)
+    }
+
+    /// Bytes of one string value kept in a line.
+    static let valueLimit = 4096
+
+    private static func truncated(_ text: String) -> String {
+        var kept = String.UnicodeScalarView()
+        var bytes = 0
+        for scalar in text.unicodeScalars {
+            bytes += UTF8.width(scalar)
+            if bytes > valueLimit { break }
+            kept.append(scalar)
+        }
+        return String(kept) + "…(truncated)"
     }
 
     private static func json(_ value: Logger.Metadata.Value) -> Any {
@@ -67,17 +85,16 @@ public final class JSONLogSink: Sendable {
     func write(_ line: Data) { write(line) }
 
     /// For CLI commands whose standard output is their result (a token, a count).
-    public static let standardError: JSONLogSink = {
-        let lock = NIOLock()
-        return JSONLogSink { data in
-            lock.withLock { FileHandle.standardError.write(data) }
-        }
-    }()
+    public static let standardError = descriptor(FileHandle.standardError)
 
-    public static let standardOutput: JSONLogSink = {
+    public static let standardOutput = descriptor(FileHandle.standardOutput)
+
+    /// `FileHandle.write(_:)` traps when the write fails (a closed pipe, a full disk): a log line
+    /// that cannot be written is dropped instead. SIGPIPE is ignored by `bff` at start.
+    private static func descriptor(_ handle: FileHandle) -> JSONLogSink {
         let lock = NIOLock()
         return JSONLogSink { data in
-            lock.withLock { FileHandle.standardOutput.write(data) }
+            lock.withLock { try? handle.write(contentsOf: data) }
         }
-    }()
+    }
 }

@@ -131,16 +131,20 @@ struct RefreshRotationTests {
     @Test("reuse after the interval revokes the whole family: 401 refresh_reused, and the child and its access token die too")
     func reuseAfterIntervalRevokes() async throws {
         let pair = try await login()
+        let logs = LogCapture()
         let app = try await makeTestApp(
             database: database,
-            environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1", "BFF_REVOCATION_POLL_INTERVAL": "60"])
-        try await app.live { client in
+            environment: ["BFF_AUTH_RATE_LIMIT": "10000", "BFF_REFRESH_REUSE_INTERVAL": "1", "BFF_REVOCATION_POLL_INTERVAL": "60"],
+            logs: logs)
+        let reuseRequestID = try await app.live { client in
             let first = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
             let child = try #require(first.json["refresh_token"] as? String)
             let childAccess = try #require(first.json["access_token"] as? String)
             #expect(try await client.me(childAccess).status == .ok)
             try await Task.sleep(for: .milliseconds(2100))
-            let reused = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(pair.refreshToken))
+            let reused = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json", .requestID: "req-reuse-1"],
+                body: Self.body(pair.refreshToken))
             #expect(reused.status == .unauthorized && reused.errorCode == "refresh_reused")
             let childAfter = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(child))
             #expect(childAfter.status == .unauthorized && childAfter.errorCode == "session_revoked")
@@ -148,7 +152,13 @@ struct RefreshRotationTests {
             // wait for its next poll (a minute away here).
             let thief = try await client.me(childAccess)
             #expect(thief.status == .unauthorized && thief.errorCode == "invalid_token")
+            return reused.headers[.requestID]
         }
+        // The security event names the request that caused it, although the store logs through the
+        // process's logger rather than the request's.
+        let alert = logs.entries().first { $0["event"] as? String == "refresh_reuse_detected" }
+        #expect(reuseRequestID == "req-reuse-1")
+        #expect(alert?["request_id"] as? String == "req-reuse-1", "\(String(describing: alert))")
         let reason = try await database.withClient { client in
             let rows = try await client.query("SELECT revoked_reason FROM refresh_families WHERE device_id = \(Self.device) AND revoked_at IS NOT NULL")
             var reasons: [String] = []

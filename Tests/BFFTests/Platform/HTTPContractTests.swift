@@ -221,6 +221,18 @@ struct HTTPContractTests {
         #expect(accessLines.first?["request_id"] as? String == "abc-123.x")
     }
 
+    @Test("a log line keeps at most 4 KiB of any one value, cut at a character boundary")
+    func longValuesAreCut() throws {
+        let logs = LogCapture()
+        var logger = makeLogger(level: .info, sink: logs.sink)
+        logger[metadataKey: "path"] = .string("/" + String(repeating: "é", count: 5000))
+        logger.info("\(String(repeating: "x", count: 10_000))")
+        let line = try #require(logs.entries().first)
+        let message = try #require(line["msg"] as? String), path = try #require(line["path"] as? String)
+        #expect(message.hasSuffix("…(truncated)") && message.utf8.count < 4200)
+        #expect(path.hasSuffix("…(truncated)") && path.utf8.count < 4200 && path.dropLast(12).allSatisfy { $0 == "é" || $0 == "/" })
+    }
+
     @Test("CORS: an allow-listed origin is echoed without credentials; a foreign one gets no CORS headers; OPTIONS is 204")
     func cors() async throws {
         let app = try await makeTestApp(database: database)
