@@ -289,7 +289,7 @@ final class OIDCClient: Sendable {
     private static func answer(
         to request: HTTPClientRequest, named name: String, http: HTTPClient, timeout: TimeAmount
     ) async throws -> (HTTPResponseStatus, ByteBuffer) {
-        let expired = { IdPUnavailable(reason: "\(name): no whole answer within \(timeout)") as any Error }
+        let expired: @Sendable () -> any Error = { IdPUnavailable(reason: "\(name): no whole answer within \(timeout)") }
         do {
             return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) {
                 let response = try await http.execute(request, timeout: timeout)

@@ -219,31 +219,77 @@ public struct Database: Sendable {
     }
 }
 
-/// Runs `operation` with a deadline: when it passes, the operation is cancelled and the call throws
-/// `expired()` (`DatabaseUnavailable` unless given) once the operation has wound down. The timer is
-/// an event-loop task: `Task.sleep` would put a Dispatch timer and a second child task on every
-/// database call.
+/// Runs `operation` with a deadline: when it passes, the call throws `expired()` (`DatabaseUnavailable`
+/// unless given) and the operation is cancelled. The call does not wait for the operation to wind
+/// down: postgres-nio cannot take back a statement it has sent, and from a server that stopped
+/// answering (a partition, a frozen host) the answer would only come when TCP gives up, minutes
+/// later. The timer is an event-loop task: `Task.sleep` would put a Dispatch timer and a second
+/// child task on every database call.
 func withDeadline<Result: Sendable>(
     _ timeout: Duration,
-    expired expiredError: (() -> any Error)? = nil,
+    expired expiredError: (@Sendable () -> any Error)? = nil,
     _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
-    let task = Task { try await operation() }
-    let expired = NIOLockedValueBox(false)
+    let outcome = FirstOutcome<Result>()
+    let task = Task {
+        do {
+            outcome.settle(.success(try await operation()))
+        } catch {
+            outcome.settle(.failure(error))
+        }
+    }
     let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
-        expired.withLockedValue { $0 = true }
+        outcome.settle(.failure(expiredError?() ?? DatabaseUnavailable(reason: "no answer within \(timeout)")))
         task.cancel()
     }
     defer { timer.cancel() }
-    do {
-        return try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
+    return try await withTaskCancellationHandler {
+        try await outcome.value()
+    } onCancel: {
+        task.cancel()
+        outcome.settle(.failure(CancellationError()))
+    }
+}
+
+/// The first of several outcomes (an operation's, a timer's, a cancellation's), for one waiter.
+private final class FirstOutcome<Value: Sendable>: Sendable {
+    private enum State {
+        case pending
+        case waiting(CheckedContinuation<Value, any Error>)
+        case settled(Swift.Result<Value, any Error>)
+        case taken
+    }
+
+    private let state = NIOLockedValueBox(State.pending)
+
+    func settle(_ result: Swift.Result<Value, any Error>) {
+        let waiter: CheckedContinuation<Value, any Error>? = state.withLockedValue { state in
+            switch state {
+            case .pending:
+                state = .settled(result)
+                return nil
+            case .waiting(let continuation):
+                state = .taken
+                return continuation
+            case .settled, .taken:
+                return nil
+            }
         }
-    } catch {
-        if expired.withLockedValue({ $0 }) { throw expiredError?() ?? DatabaseUnavailable(reason: "no answer within \(timeout)") }
-        throw error
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> Value {
+        try await withCheckedThrowingContinuation { continuation in
+            let ready: Swift.Result<Value, any Error>? = state.withLockedValue { state in
+                guard case .settled(let result) = state else {
+                    state = .waiting(continuation)
+                    return nil
+                }
+                state = .taken
+                return result
+            }
+            if let ready { continuation.resume(with: ready) }
+        }
     }
 }
 

@@ -22,6 +22,64 @@ struct DatabaseFaultTests {
         try await cluster.run("destroy")
     }
 
+    @Test("PostgreSQL frozen mid-statement (a partition, no answer and no error): requests are 503 at the deadline, and all is well after it wakes")
+    func frozenDatabase() async throws {
+        let cluster = try ThrowawayCluster()
+        try await cluster.run("destroy")
+        try await cluster.run("init")
+        try await cluster.run("start")
+        defer { Task { try? await Self.signal("CONT", cluster); try? await cluster.run("destroy") } }
+        let database = try cluster.url
+        _ = try await database.withClient(poolSize: 2) { client in
+            try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
+                               logger: TestEnvironment.quietLogger).migrate(client: client)
+        }
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2", "BFF_LOG_LEVEL": "critical"])
+        try await app.live { client in
+            #expect(try await client.call(.get, "/api/v1/chats", as: learner).status == .ok)
+            #expect(try await client.call(.get, "/api/v1/settings", as: learner).status == .ok)
+            // Every process of the cluster stopped: the connections stay open, and nothing answers,
+            // not even statement_timeout. The server wakes it 8 s later, bounding a request held till then.
+            try await Self.signal("STOP", cluster)
+            let frozenAt = ContinuousClock.now
+            let waking = Task {
+                try await Task.sleep(for: .seconds(8))
+                try await Self.signal("CONT", cluster)
+            }
+            async let settings = client.call(.get, "/api/v1/settings", as: learner)
+            async let list = client.call(.get, "/api/v1/chats", as: learner)
+            let (read, listed) = try await (settings, list)
+            let waited = ContinuousClock.now - frozenAt
+            #expect(read.status == .serviceUnavailable && read.errorCode == "database_unavailable", "\(read.status): \(read.text)")
+            #expect(listed.status == .serviceUnavailable && listed.errorCode == "database_unavailable", "\(listed.status): \(listed.text)")
+            #expect(waited < .seconds(5), "the requests waited \(waited) for a frozen database")
+
+            try await waking.value
+            let wokenAt = ContinuousClock.now
+            var status = HTTPResponse.Status.serviceUnavailable
+            while status != .ok, ContinuousClock.now - wokenAt < .seconds(10) {
+                status = try await client.call(.get, "/api/v1/chats", as: learner).status
+                if status != .ok { try await Task.sleep(for: .milliseconds(200)) }
+            }
+            #expect(status == .ok, "the chat list not back 10 s after the database woke")
+        }
+    }
+
+    /// Sends SIGSTOP or SIGCONT to the cluster's postmaster and every process it started.
+    private static func signal(_ name: String, _ cluster: ThrowawayCluster) async throws {
+        let postmaster = try String(contentsOfFile: "\(cluster.dataDirectory)/postmaster.pid", encoding: .utf8)
+            .split(separator: "\n").first.map(String.init) ?? ""
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "pkill -\(name) -P \(postmaster); kill -\(name) \(postmaster)"]
+        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
+            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
+            do { try process.run() } catch { continuation.resume(throwing: error) }
+        }
+        guard status == 0 else { throw TestSetupError("could not send SIG\(name) to PostgreSQL \(postmaster)") }
+    }
+
     @Test("a statement stuck behind a row lock ends at the deadline: 503 database_unavailable, nothing changed, the server fine after")
     func lockWaitEndsAtTheDeadline() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
