@@ -16,6 +16,7 @@ final class FirstPageBatcher: Sendable {
         let userID: UUID
         let limit: Int
         let continuation: CheckedContinuation<[ChatRecord], any Error>
+        let joined: ContinuousClock.Instant
     }
 
     private struct Lane: Sendable {
@@ -29,6 +30,13 @@ final class FirstPageBatcher: Sendable {
             let taken = Array(queue.prefix(count))
             queue.removeFirst(count)
             return taken
+        }
+
+        /// Removes and returns the waiters that joined before `cutoff` (the queue is in joining order).
+        mutating func expire(joinedBefore cutoff: ContinuousClock.Instant) -> [Waiter] {
+            let count = queue.prefix { $0.joined < cutoff }.count
+            defer { queue.removeFirst(count) }
+            return Array(queue.prefix(count))
         }
     }
 
@@ -57,7 +65,7 @@ final class FirstPageBatcher: Sendable {
         let lane = lanes[pool]
         return try await withCheckedThrowingContinuation { continuation in
             let batch = lane.withLockedValue { lane -> [Waiter]? in
-                lane.queue.append(Waiter(userID: userID, limit: limit, continuation: continuation))
+                lane.queue.append(Waiter(userID: userID, limit: limit, continuation: continuation, joined: .now))
                 // One statement per loop at a time: measured against two and four (scripts/bench, 32
                 // connections, pool of 8), it gave the largest batches, the most pages per second and
                 // the lowest p99, and it leaves the loop's other connections to everything else.
@@ -86,13 +94,19 @@ final class FirstPageBatcher: Sendable {
                 }
                 for waiter in queued { waiter.continuation.resume(throwing: error) }
             }
-            let next = lane.withLockedValue { lane -> [Waiter]? in
+            // Behind a slow database (answering, but each batch taking long), a page waits at most one
+            // deadline in the queue, as it would for a connection: the queue cannot grow without end.
+            let cutoff = ContinuousClock.now - database.timeout
+            let (next, expired) = lane.withLockedValue { lane -> ([Waiter]?, [Waiter]) in
+                let expired = lane.expire(joinedBefore: cutoff)
                 guard !lane.queue.isEmpty else {
                     lane.running = false
-                    return nil
+                    return (nil, expired)
                 }
-                return lane.take()
+                return (lane.take(), expired)
             }
+            let late = DatabaseUnavailable(reason: "no statement for the first page within \(database.timeout)")
+            for waiter in expired { waiter.continuation.resume(throwing: late) }
             guard let next else { return }
             batch = next
         }
