@@ -49,6 +49,13 @@ struct AuthService: Sendable {
 
     /// API-002: consumes the login once, exchanges the code, verifies the ID token, and signs the user in.
     func callback(code: String, state: String) async throws -> TokenPair {
+        // Checked before the login is used up: a malformed code must not cost the learner their login.
+        guard (1...2048).contains(code.utf8.count), code.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+            throw APIError.validation("code", "must be 1-2048 visible ASCII characters")
+        }
+        guard (1...256).contains(state.utf8.count), state.utf8.allSatisfy(Base64URL.isAlphabet) else {
+            throw APIError.validation("state", "must be 1-256 characters of A-Z a-z 0-9 - _")
+        }
         guard let login = try await identity.consumeLogin(state: state) else {
             throw APIError(.badRequest, "invalid_state", "The login is unknown, expired or already used; start again.")
         }
@@ -87,10 +94,13 @@ struct AuthService: Sendable {
 
     /// API-003: one-time rotation, rate limited per family on top of the per-address limit.
     func refresh(token: String, deviceID: String) async throws -> TokenPair {
-        guard token.utf8.count == 43, Base64URL.decode(token)?.count == 32 else {
+        guard token.utf8.count == 43, token.utf8.allSatisfy(Base64URL.isAlphabet) else {
             throw APIError.validation("refresh_token", "must be 43 base64url characters")
         }
         try Self.requireDeviceID(deviceID)
+        // The contract's pattern allows a last character with unused bits set, which no token this
+        // service issued has: such a token is unknown, not malformed.
+        guard Base64URL.decode(token)?.count == 32 else { throw RefreshRefusal.unknown.apiError }
         let rotated: RotatedRefreshToken
         do {
             rotated = try await refreshTokens.rotate(

@@ -36,6 +36,9 @@ public enum Base64URL {
         }
     }
 
+    /// Whether `byte` is one of the 64 characters (not `=`).
+    static func isAlphabet(_ byte: UInt8) -> Bool { values[Int(byte)] & 0xC0 == 0 }
+
     /// Decodes unpadded base64url, or padded with trailing `=`; nil for anything else.
     public static func decode(_ text: String) -> [UInt8]? {
         var encoded = Array(text.utf8)

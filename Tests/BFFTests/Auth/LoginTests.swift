@@ -125,6 +125,21 @@ struct LoginTests {
             #expect(device.status == .unprocessableContent && device.errorCode == "validation_failed")
             let state = try await client.execute(uri: "/api/v1/auth/callback?code=abc&state=never-issued", method: .get)
             #expect(state.status == .badRequest && state.errorCode == "invalid_state")
+
+            // A malformed code or state is 422 and leaves the login to be completed.
+            let started = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)", method: .get)
+            let issued = try #require(started.json["state"] as? String)
+            let longCode = String(repeating: "c", count: 2049)
+            for query in ["code=&state=\(issued)", "code=a%20b&state=\(issued)", "code=\(longCode)&state=\(issued)",
+                          "code=abc&state=\(issued)%21", "code=abc&state=\(String(repeating: "s", count: 257))"] {
+                let refused = try await client.execute(uri: "/api/v1/auth/callback?\(query)", method: .get)
+                #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(query): \(refused.text)")
+            }
+            let pending = try await database.withClient { client in
+                try await client.query("SELECT count(*)::int FROM oidc_logins WHERE state_hash = \(Digest.sha256(issued))")
+                    .collect().first?.decode(Int.self)
+            }
+            #expect(pending == 1)
         }
     }
 }

@@ -248,6 +248,14 @@ struct RefreshRotationTests {
             #expect(unknown.status == .unauthorized && unknown.errorCode == "invalid_refresh_token")
             let short = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body("abc"))
             #expect(short.status == .unprocessableContent)
+            // Within the contract's pattern, but its last character has unused bits set: no token
+            // this service issued, so unknown rather than malformed.
+            let stray = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(String(repeating: "A", count: 42) + "B"))
+            #expect(stray.status == .unauthorized && stray.errorCode == "invalid_refresh_token", "\(stray.text)")
+            let outside = try await client.execute(
+                uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: Self.body(String(repeating: "A", count: 42) + "="))
+            #expect(outside.status == .unprocessableContent)
             let broken = try await client.execute(uri: "/api/v1/auth/refresh", method: .post, headers: Self.json, body: ByteBuffer(string: "{"))
             #expect(broken.status == .badRequest && broken.errorCode == "invalid_json")
             let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(pair.accessToken)"])
