@@ -13,12 +13,15 @@ struct AcceptMiddleware: RouterMiddleware {
         .badRequest, "not_acceptable", "This API answers application/json only; accept application/json or */*.")
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // Prometheus negotiates its own text formats with /metrics.
-        guard let accept = request.headers[.accept], request.uri.path != "/metrics", !Self.acceptsJSON(accept) else {
+        // Prometheus negotiates its own text formats with /metrics. An IdP's back-channel logout gets
+        // an empty 200, whatever it accepts: refused, the learner's sessions would stay signed in.
+        guard let accept = request.headers[.accept], !Self.exemptPaths.contains(request.uri.path), !Self.acceptsJSON(accept) else {
             return try await next(request, context)
         }
         return Self.notAcceptable.response()
     }
+
+    static let exemptPaths: Set<String> = ["/metrics", "/api/v1/auth/backchannel-logout"]
 
     /// The runtime's reading of `Accept` (OpenAPIRuntime's `validateAcceptIfPresent`), so that what
     /// passes here cannot fail there: media ranges in order, parameters (`q` too) ignored, and a
