@@ -143,7 +143,8 @@ public func buildApplication(
         configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
         logger: dependencies.logger)
     for client in dependencies.database.clients { app.addServices(client) }
-    app.addServices(MaintenanceService(dependencies: dependencies))
+    let started = StartupGate()
+    app.addServices(MaintenanceService(dependencies: dependencies, started: started))
     let revocations = RevocationWatcher(dependencies: dependencies)
     app.addServices(revocations)
     app.beforeServerStarts {
@@ -151,6 +152,7 @@ public func buildApplication(
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
         // No request is served before the revocations an unexpired access token may belong to are known.
         try await revocations.poll()
+        started.open()
     }
     return app
 }

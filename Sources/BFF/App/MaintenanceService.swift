@@ -5,8 +5,13 @@ import ServiceLifecycle
 /// remembered logout tokens, refresh tokens and their sessions, and idempotency keys.
 struct MaintenanceService: Service {
     let dependencies: AppDependencies
+    /// Opened when start-up has found the database reachable and its schema this build's. Services
+    /// start together with those checks, and a purge written for this schema must not run on an
+    /// older one (a new build rolled out before `bff migrate`), nor a first pass hit a dead database.
+    let started: StartupGate
 
     func run() async throws {
+        await cancelWhenGracefulShutdown { await started.wait() }
         let limiter = RateLimiter(database: dependencies.database)
         let identity = IdentityRepository(database: dependencies.database)
         // Each purge on its own: one that fails (its table locked by a migration, say) must not
@@ -45,5 +50,17 @@ struct MaintenanceService: Service {
 func gracefulShutdownAwareSleep(for duration: Duration) async throws {
     try await cancelWhenGracefulShutdown {
         try await Task.sleep(for: duration)
+    }
+}
+
+/// A one-way gate: `wait()` returns once `open()` was called, or when the waiting task is cancelled.
+final class StartupGate: Sendable {
+    private let (opened, opener) = AsyncStream.makeStream(of: Void.self)
+
+    func open() { opener.finish() }
+
+    /// For one waiter.
+    func wait() async {
+        for await _ in opened {}
     }
 }
