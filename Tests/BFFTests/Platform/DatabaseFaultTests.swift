@@ -28,7 +28,17 @@ struct DatabaseFaultTests {
         try await cluster.run("destroy")
         try await cluster.run("init")
         try await cluster.run("start")
-        defer { Task { try? await Self.signal("CONT", cluster); try? await cluster.run("destroy") } }
+        do {
+            try await freezeAndWake(cluster)
+        } catch {
+            try? await Self.signal("CONT", cluster)
+            try? await cluster.run("destroy")
+            throw error
+        }
+        try await cluster.run("destroy")
+    }
+
+    private func freezeAndWake(_ cluster: ThrowawayCluster) async throws {
         let database = try cluster.url
         _ = try await database.withClient(poolSize: 2) { client in
             try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
