@@ -8,13 +8,6 @@ import ServiceLifecycle
 import Synchronization
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
-/// Start-up could not begin serving; the process ends with this one line.
-public struct StartupError: Error, CustomStringConvertible {
-    public let description: String
-
-    init(_ description: String) { self.description = description }
-}
-
 struct DatabaseUnavailable: Error, CustomStringConvertible {
     let reason: String
     var description: String { "database unavailable: \(reason)" }
@@ -104,12 +97,15 @@ public struct Database: Sendable {
     public func run<Result: Sendable>(
         pool: Int? = nil, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
-        track(+1)
-        defer { track(-1) }
         // Chosen here, on the request's loop, before the deadline starts its task.
         let client = pool.map { pools[$0].client } ?? self.client
         do {
-            return try await withDeadline(timeout) { try await body(client) }
+            // Counted inside: an operation past its deadline may still hold its lease.
+            return try await withDeadline(timeout) { [self] in
+                track(+1)
+                defer { track(-1) }
+                return try await body(client)
+            }
         } catch {
             throw Self.classify(error)
         }
@@ -122,15 +118,21 @@ public struct Database: Sendable {
         let limit = timeout * 6
         let start = ContinuousClock.now
         var last: any Error = DatabaseUnavailable(reason: "not tried")
-        while ContinuousClock.now - start < limit {
+        while true {
             do {
-                for pool in pools.indices {
-                    try await run(pool: pool) { client in _ = try await client.query("SELECT 1").collect() }
+                // All at once: one at a time, against a host that drops packets, an attempt would take
+                // one deadline per pool.
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    for pool in pools.indices {
+                        group.addTask { try await run(pool: pool) { client in _ = try await client.query("SELECT 1").collect() } }
+                    }
+                    try await group.waitForAll()
                 }
                 return
             } catch {
                 last = error
             }
+            guard ContinuousClock.now - start + .milliseconds(250) < limit else { break }
             try await Task.sleep(for: .milliseconds(250))
         }
         throw StartupError(
@@ -219,28 +221,36 @@ public struct Database: Sendable {
     }
 }
 
-/// Runs `operation` with a deadline: when it passes, the call throws `expired()` (`DatabaseUnavailable`
-/// unless given) and the operation is cancelled. The call does not wait for the operation to wind
-/// down: postgres-nio cannot take back a statement it has sent, and from a server that stopped
-/// answering (a partition, a frozen host) the answer would only come when TCP gives up, minutes
-/// later. The timer is an event-loop task: `Task.sleep` would put a Dispatch timer and a second
-/// child task on every database call.
+/// Runs `operation` with a deadline: when it passes, the operation is cancelled and the call throws
+/// `expired()` (`DatabaseUnavailable` unless given), or returns what the operation still returns
+/// within `settling` of it. postgres-nio cannot take back a statement it has sent: PostgreSQL's
+/// `statement_timeout` (the same deadline, counted from the statement's start) usually ends it just
+/// after, and its transaction rolls back, so waiting that long keeps a 503 from hiding a commit. A
+/// server that stopped answering (a partition, a frozen host) would answer only when TCP gives up,
+/// minutes later, so the call does not wait longer. The timers are event-loop tasks: `Task.sleep`
+/// would put a Dispatch timer and a second child task on every database call.
 func withDeadline<Result: Sendable>(
     _ timeout: Duration,
+    settling: Duration = .seconds(1),
     expired expiredError: (@Sendable () -> any Error)? = nil,
     _ operation: @escaping @Sendable () async throws -> Result
 ) async throws -> Result {
     let outcome = FirstOutcome<Result>()
+    let expired = NIOLockedValueBox(false)
+    let expiry: @Sendable () -> any Error = { expiredError?() ?? DatabaseUnavailable(reason: "no answer within \(timeout)") }
     let task = Task {
         do {
             outcome.settle(.success(try await operation()))
         } catch {
-            outcome.settle(.failure(error))
+            outcome.settle(.failure(expired.withLockedValue { $0 } ? expiry() : error))
         }
     }
-    let timer = MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
-        outcome.settle(.failure(expiredError?() ?? DatabaseUnavailable(reason: "no answer within \(timeout)")))
+    let loop = MultiThreadedEventLoopGroup.singleton.any()
+    let timer = loop.scheduleTask(in: .nanoseconds(Int64(timeout.seconds * 1e9))) {
+        expired.withLockedValue { $0 = true }
         task.cancel()
+        // Not cancelled on return: once the call has settled, settling again does nothing.
+        loop.scheduleTask(in: .nanoseconds(Int64(settling.seconds * 1e9))) { outcome.settle(.failure(expiry())) }
     }
     defer { timer.cancel() }
     return try await withTaskCancellationHandler {
