@@ -68,7 +68,8 @@ final class FirstPageBatcher: Sendable {
                 lane.queue.append(Waiter(userID: userID, limit: limit, continuation: continuation, joined: .now))
                 // One statement per loop at a time: measured against two and four (scripts/bench, 32
                 // connections, pool of 8), it gave the largest batches, the most pages per second and
-                // the lowest p99, and it leaves the loop's other connections to everything else.
+                // the lowest p99, and it leaves the loop's other connections to everything else. (A
+                // statement past its deadline may still be out when the next one goes.)
                 guard !lane.running else { return nil }
                 lane.running = true
                 return lane.take()

@@ -35,7 +35,8 @@ public struct JSONLogHandler: LogHandler {
         for (key, value) in merged where object[key] == nil {
             object[key] = Self.json(value)
         }
-        // A request path or a rejected token's reason is the client's text: a line stays a line.
+        // A request path or a rejected token's reason is the client's text, as long as it likes:
+        // one request must not write megabytes of log.
         for (key, value) in object {
             if let text = value as? String, text.utf8.count > Self.valueLimit { object[key] = Self.truncated(text) }
         }

@@ -41,7 +41,8 @@ final class SharedFetch<Value: Sendable>: Sendable {
             // caller learns the provider is unavailable, as it would from a fetch of its own.
             if let failure = state.failure, now - failure.at < failureBackoff { throw failure.error }
             // The fetch cannot finish before this assignment: it takes the same lock to record its result.
-            let task = Task { [self] in try await run() }
+            // Detached: the fetch serves every caller, so it carries none's task-locals (its request id).
+            let task = Task.detached { [self] in try await run() }
             state.inFlight = task
             return .wait(task)
         }
