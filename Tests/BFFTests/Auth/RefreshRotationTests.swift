@@ -283,7 +283,7 @@ struct RefreshRotationTests {
     func concurrentRefreshes() async throws {
         let pair = try await login()
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
-        let responses = try await app.test(.ahc(.http)) { client in
+        let responses = try await app.live(.ahc(.http)) { client in
             try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
                 for _ in 0..<20 {
                     group.addTask {

@@ -202,7 +202,7 @@ struct ChatsTests {
     func createAndIdempotency() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
-        try await app.test(.ahc(.http)) { client in
+        try await app.live(.ahc(.http)) { client in
             let plain = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
             #expect(plain.status == .created)
             #expect((plain.json["title"] as? String)?.hasPrefix("Chat 20") == true)

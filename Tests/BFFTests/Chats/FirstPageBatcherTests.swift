@@ -61,23 +61,23 @@ struct FirstPageBatcherTests {
         }
     }
 
-    @Test("behind a slow database (each batch waiting 1.2 s for a lock), a queued first page waits at most one deadline, then 503")
+    @Test("behind a slow database (each batch waiting 1.5 s for a lock), a queued first page waits at most one deadline, then 503")
     func queuedPagesExpire() async throws {
         let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
-        let repository = ChatRepository(database: Database(client: client, timeout: .seconds(2), poolSize: 2))
+        let repository = ChatRepository(database: Database(client: client, timeout: .seconds(4), poolSize: 2))
         let user = UUID()
         let outcome = try await Commands.withDatabase(client) { client in
             try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.test', \(user.uuidString))")
             let (locked, signal) = AsyncStream.makeStream(of: Void.self)
-            // Another session takes the table in turns, 1.2 s at a time: each batch waits for it,
-            // then gets its answer, well within its 2 s deadline.
+            // Another session takes the table in turns, 1.5 s at a time: each batch waits for it,
+            // then gets its answer, well within its 4 s deadline.
             let holder = Task {
                 try await database.withClient { other in
-                    for _ in 0..<6 {
+                    for _ in 0..<8 {
                         try await other.withTransaction(logger: TestEnvironment.quietLogger) { connection in
                             _ = try await connection.query("LOCK TABLE chats IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.quietLogger)
                             signal.yield()
-                            try await Task.sleep(for: .milliseconds(1200))
+                            try await Task.sleep(for: .milliseconds(1500))
                         }
                     }
                 }
@@ -85,7 +85,7 @@ struct FirstPageBatcherTests {
             for await _ in locked { break }
             let start = ContinuousClock.now
             let results = await withTaskGroup(of: (ok: Bool, seconds: Double).self) { group in
-                for _ in 0..<160 {
+                for _ in 0..<320 {
                     group.addTask {
                         let ok = (try? await repository.newest(userID: user, limit: 20, after: nil)) != nil
                         return (ok, (ContinuousClock.now - start).seconds)
@@ -98,8 +98,9 @@ struct FirstPageBatcherTests {
             return results
         }
         let slowest = outcome.map(\.seconds).max() ?? 0
-        // 160 pages are five batches of 32, 1.2 s each: served in turn, the last waits about 6 s.
-        #expect(slowest < 4.5, "a first page waited \(slowest) s")
+        // 320 pages are ten batches of 32, 1.5 s each: served in turn, the last waits about 15 s;
+        // expired at the deadline, none waits much past the third batch (4.5 s).
+        #expect(slowest < 8, "a first page waited \(slowest) s")
         #expect(outcome.contains { $0.ok } && outcome.contains { !$0.ok })
     }
 }

@@ -15,7 +15,16 @@ struct DatabaseTLSTests {
     func sslModes() async throws {
         let cluster = try ThrowawayCluster(name: "tls")
         try await cluster.run("init")
-        defer { Task { try? await cluster.run("destroy") } }
+        do {
+            try await Self.connectInEveryMode(cluster)
+        } catch {
+            try? await cluster.run("destroy")
+            throw error
+        }
+        try await cluster.run("destroy")
+    }
+
+    private static func connectInEveryMode(_ cluster: ThrowawayCluster) async throws {
         let authority = try Self.selfSignedCertificate(into: cluster.dataDirectory)
         let conf = try String(contentsOfFile: "\(cluster.dataDirectory)/postgresql.conf", encoding: .utf8)
         try (conf + "\nlisten_addresses = 'localhost'\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n")
@@ -46,7 +55,6 @@ struct DatabaseTLSTests {
                         "sslmode=require&sslrootcert=system", "sslmode=prefer&sslrootcert=system", "sslmode=verify-ca&sslrootcert=system"] {
             #expect(throws: ConfigurationError.self, "\(refused)") { try DatabaseURL(parsing: "\(base)?\(refused)") }
         }
-        try await cluster.run("stop")
     }
 
     /// Whether a connection made as the URL says is encrypted (one connection: a pool would retry).

@@ -23,7 +23,7 @@ struct ServerTLSTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let app = try await makeTestApp(
             database: database, environment: ["BFF_TLS_CERT": "\(directory)/server.crt", "BFF_TLS_KEY": "\(directory)/server.key"])
-        try await app.test(.ahc(.https)) { client in
+        try await app.live(.ahc(.https)) { client in
             let health = try await client.execute(uri: "/healthz", method: .get)
             #expect(health.status == .ok)
             #expect(health.headers[.strictTransportSecurity]?.hasPrefix("max-age=") == true)

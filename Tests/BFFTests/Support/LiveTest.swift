@@ -14,14 +14,16 @@ extension ApplicationProtocol {
     /// After such a failure that task stays parked on the port for good (its services have
     /// stopped): a failing test leaks it, nothing more. A server that fails later, binding its
     /// port, is not watched; the tests bind port 0.
+    /// `setup`: `.live`, or `.ahc(…)` for tests that need async-http-client (TLS, concurrent requests).
     func live<Value: Sendable>(
+        _ setup: TestingSetup = .live,
         _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
         let (outcome, settle) = AsyncThrowingStream.makeStream(of: Value.self)
         let watched = StartupWatched(base: self) { settle.finish(throwing: $0) }
         let running = Task {
             do {
-                settle.yield(try await watched.test(.live, test))
+                settle.yield(try await watched.test(setup, test))
                 settle.finish()
             } catch {
                 settle.finish(throwing: error)

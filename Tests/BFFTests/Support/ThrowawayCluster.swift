@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 @testable import BFF
 
 /// A PostgreSQL cluster of the test's own, managed through `scripts/lib/pg-cluster`, for tests that
@@ -26,25 +27,47 @@ struct ThrowawayCluster {
         get throws { try DatabaseURL(parsing: "postgres://bff@localhost:\(port)/postgres?host=\(directory)/run") }
     }
 
-    /// Runs `pg-cluster COMMAND DIR PORT`; waits through the termination handler, never blocking
-    /// one of the few cooperative threads.
+    /// Runs `pg-cluster COMMAND DIR PORT`.
     func run(_ command: String) async throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: script)
-        process.arguments = [command, directory, String(port)]
         try FileManager.default.createDirectory(atPath: "\(directory)/..", withIntermediateDirectories: true)
         let log = URL(fileURLWithPath: "\(directory).\(command).err")
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let errors = try FileHandle(forWritingTo: log)
-        process.standardError = errors
-        process.standardOutput = FileHandle.nullDevice
-        let status: Int32 = try await withCheckedThrowingContinuation { continuation in
-            process.terminationHandler = { continuation.resume(returning: $0.terminationStatus) }
-            do { try process.run() } catch { continuation.resume(throwing: error) }
-        }
+        let status = try await Self.runProcess(script, [command, directory, String(port)], errors: errors)
         try? errors.close()
         let message = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
         try? FileManager.default.removeItem(at: log)
         guard status == 0 else { throw TestSetupError("pg-cluster \(command) failed: \(message)") }
+    }
+
+    /// Runs a program and returns its exit status; waits through the termination handler, never
+    /// blocking one of the few cooperative threads. A program not seen to end within `limit` is
+    /// terminated and the call throws, so that a lost exit fails the test instead of hanging the run.
+    static func runProcess(
+        _ executable: String, _ arguments: [String], errors: FileHandle? = nil, limit: Duration = .seconds(120)
+    ) async throws -> Int32 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        process.standardError = errors ?? FileHandle.nullDevice
+        process.standardOutput = FileHandle.nullDevice
+        let settled = NIOLockedValueBox(false)
+        return try await withCheckedThrowingContinuation { continuation in
+            @Sendable func settle(_ result: Result<Int32, any Error>) {
+                guard settled.withLockedValue({ done in defer { done = true }; return !done }) else { return }
+                continuation.resume(with: result)
+            }
+            process.terminationHandler = { settle(.success($0.terminationStatus)) }
+            do {
+                try process.run()
+            } catch {
+                settle(.failure(error))
+                return
+            }
+            DispatchQueue.global().asyncAfter(deadline: .now() + limit.seconds) {
+                if process.isRunning { process.terminate() }
+                settle(.failure(TestSetupError("\(executable) \(arguments.joined(separator: " ")) not seen to end within \(limit)")))
+            }
+        }
     }
 }
