@@ -1,4 +1,5 @@
 import Foundation
+import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
 @testable import BFF
@@ -69,11 +70,15 @@ struct FirstPageBatcherTests {
         let outcome = try await Commands.withDatabase(client) { client in
             try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.test', \(user.uuidString))")
             let (locked, signal) = AsyncStream.makeStream(of: Void.self)
+            let stop = NIOLockedValueBox(false)
             // Another session takes the table in turns, 1.5 s at a time: each batch waits for it,
-            // then gets its answer, well within its 4 s deadline.
+            // then gets its answer, well within its 4 s deadline. The holder is told to stop, not
+            // cancelled: cancelled inside its transaction, its rollback raced its own pool's
+            // shutdown, and in about one run in four `holder.value` never returned, hanging the run.
             let holder = Task {
+                defer { signal.finish() }
                 try await database.withClient { other in
-                    for _ in 0..<8 {
+                    for _ in 0..<8 where !stop.withLockedValue({ $0 }) {
                         try await other.withTransaction(logger: TestEnvironment.quietLogger) { connection in
                             _ = try await connection.query("LOCK TABLE chats IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.quietLogger)
                             signal.yield()
@@ -93,8 +98,8 @@ struct FirstPageBatcherTests {
                 }
                 return await group.reduce(into: []) { $0.append($1) }
             }
-            holder.cancel()
-            _ = try? await holder.value
+            stop.withLockedValue { $0 = true }
+            try await holder.value
             return results
         }
         let slowest = outcome.map(\.seconds).max() ?? 0
