@@ -30,6 +30,13 @@ enum ErrorMapping {
             // character_not_in_repertoire: PostgreSQL stores no NUL character in text, and any
             // client string reaching a bound parameter may carry one (JSON's \u0000, %00).
             return .validation("text", "must not contain NUL characters")
+        case let error as PSQLError where error.serverInfo?[.sqlState] == "23503"
+            && error.serverInfo?[.constraintName]?.hasSuffix("_user_id_fkey") == true:
+            // A write for an account deleted while its access token still runs (tokens are verified
+            // without the database): the token's subject is gone, as after a revocation. Every
+            // reference to users is a column constraint `user_id … REFERENCES users`, named so by
+            // PostgreSQL; references to a chat are named `…_chat_fkey` and mean a 404 elsewhere.
+            return .invalidToken("The account this token was issued for no longer exists.")
         default:
             return nil
         }

@@ -479,6 +479,45 @@ struct ChatsTests {
             #expect(after.json["updated_at"] as? String == created.json["updated_at"] as? String)
         }
     }
+
+    @Test("an account deleted while its access token still runs: its writes are 401 invalid_token, not 500, and write nothing")
+    func deletedAccount() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            try await database.withClient { client in
+                _ = try await client.query("DELETE FROM users WHERE id = \(learner.id)")
+            }
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "after-deletion"]
+            let writes: [(HTTPRequest.Method, String, String, HTTPFields)] = [
+                (.post, "/api/v1/chats", #"{"title":"orphan"}"#, [:]),
+                (.post, "/api/v1/chats", #"{"title":"orphan"}"#, key),
+                (.put, "/api/v1/settings", SettingsTests.valid, [:]),
+            ]
+            for (method, path, body, headers) in writes {
+                let response = try await client.call(method, path, as: learner, json: body, headers: headers)
+                #expect(response.status == .unauthorized && response.errorCode == "invalid_token", "\(method) \(path): \(response.status) \(response.text)")
+                #expect(response.headers[.wwwAuthenticate] == #"Bearer error="invalid_token""#)
+            }
+        }
+        try await database.withClient { client in
+            let rows = try await client.query("""
+                SELECT (SELECT count(*) FROM chats WHERE user_id = \(learner.id))
+                     + (SELECT count(*) FROM idempotency_keys WHERE user_id = \(learner.id))
+                     + (SELECT count(*) FROM user_settings WHERE user_id = \(learner.id))
+                """)
+            for try await count in rows.decode(Int.self) { #expect(count == 0) }
+            // The mapping tells a missing account by the constraint's name: every reference to users
+            // must be a `user_id` column constraint, named `<table>_user_id_fkey` by PostgreSQL.
+            let names = try await client.query("""
+                SELECT conname::text FROM pg_constraint WHERE contype = 'f' AND confrelid = 'users'::regclass
+                """)
+            var references: [String] = []
+            for try await name in names.decode(String.self) { references.append(name) }
+            #expect(!references.isEmpty)
+            #expect(references.allSatisfy { $0.hasSuffix("_user_id_fkey") }, "\(references)")
+        }
+    }
 }
 
 @Suite("Settings and catalogue")
