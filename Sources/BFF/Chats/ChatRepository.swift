@@ -198,13 +198,15 @@ struct ChatRepository: Sendable {
 
     /// Renames unless the client's copy is older than the stored one (§8.6: the newer edit wins).
     func rename(userID: UUID, chatID: UUID, title: String, clientUpdatedAt: Date?) async throws -> RenameOutcome {
-        // Compared in whole milliseconds: the precision stored and the precision the client was sent.
-        let clientMillis = clientUpdatedAt.map { Int64(($0.timeIntervalSince1970 * 1000).rounded()) }
+        // The stored stamp as the client was sent it (whole milliseconds, cut off) against the client's
+        // to the microsecond: an echoed stamp passes, and so does a later one, but nothing earlier.
+        let clientMicros = clientUpdatedAt.flatMap(RFC3339Dates.micros)
+        if clientUpdatedAt != nil, clientMicros == nil { throw APIError.validation("updated_at", "must fall in years 0001-9999") }
         let updated = try await records("""
             UPDATE chats SET title = \(title), updated_at = bff_chat_stamp(\(userID))
             WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
-              AND (\(clientMillis)::int8 IS NULL
-                   OR floor(extract(epoch FROM updated_at) * 1000)::int8 <= \(clientMillis)::int8)
+              AND (\(clientMicros)::int8 IS NULL
+                   OR floor(extract(epoch FROM updated_at) * 1000)::int8 * 1000 <= \(clientMicros)::int8)
             RETURNING \(unescaped: Self.columns)
             """)
         if let chat = updated.first { return .renamed(chat) }

@@ -310,6 +310,15 @@ struct ChatsTests {
             #expect(stale.status == .conflict && stale.errorCode == "stale_update")
             let fresh = try await client.call(.get, "/api/v1/chats/\(id)", as: learner)
             #expect(fresh.json["title"] as? String == "Renamed")
+            // Stored to the microsecond, sent to the millisecond: the stamp as sent passes, and one a
+            // tenth of a millisecond before it is stale, however it rounds.
+            try await database.withClient { client in
+                _ = try await client.query("UPDATE chats SET updated_at = '2026-01-02T03:04:05.123456Z' WHERE id = \(UUID(uuidString: id)!)")
+            }
+            let earlier = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Earlier","updated_at":"2026-01-02T03:04:05.1229Z"}"#)
+            #expect(earlier.status == .conflict && earlier.errorCode == "stale_update", "\(earlier.status) \(earlier.text)")
+            let echoed = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Renamed","updated_at":"2026-01-02T12:04:05.123+09:00"}"#)
+            #expect(echoed.status == .ok, "\(echoed.status) \(echoed.text)")
             // Lengths count code points, as the CHECK does: one "character" of 201 code points is too long.
             let combining = "a" + String(repeating: "\u{301}", count: 200)
             for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#,
