@@ -198,7 +198,7 @@ struct ChatsTests {
         }
     }
 
-    @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays, refuses another body, and survives concurrency")
+    @Test("create: 201 with Location and a dated default title; unknown subject or topic 422; Idempotency-Key replays (after a deletion too), refuses another body, and survives concurrency")
     func createAndIdempotency() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
@@ -223,6 +223,15 @@ struct ChatsTests {
             #expect(first.json["created_at"] as? String == second.json["created_at"] as? String)
             let other = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Twice"}"#, headers: key)
             #expect(other.status == .unprocessableContent && other.errorCode == "idempotency_key_reused")
+            // A retry whose chat was deleted meanwhile still gets the first response, and makes no chat.
+            let goneKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "retry-key-2"]
+            let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Gone"}"#, headers: goneKey)
+            let createdID = try #require(created.json["id"] as? String)
+            #expect(try await client.call(.delete, "/api/v1/chats/\(createdID)", as: learner).status == .noContent)
+            let replayed = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Gone"}"#, headers: goneKey)
+            #expect(replayed.status == .created && NSDictionary(dictionary: replayed.json) == NSDictionary(dictionary: created.json),
+                    "\(replayed.status) \(replayed.text)")
+            #expect(replayed.headers[.location] == "/api/v1/chats/\(createdID)")
 
             let concurrentKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "concurrent-key"]
             let statuses = try await withThrowingTaskGroup(of: (HTTPResponse.Status, String?).self) { group in
@@ -255,7 +264,7 @@ struct ChatsTests {
             for try await (title, count) in rows.decode((String, Int).self) { counts[title] = count }
             return counts
         }
-        #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil && counts["Raw"] == 3)
+        #expect(counts["Once"] == 1 && counts["Race"] == 1 && counts["Twice"] == nil && counts["Raw"] == 3 && counts["Gone"] == nil)
 
         // Housekeeping drops keys past their lifetime and keeps the others.
         let keys = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 1)))
@@ -269,7 +278,7 @@ struct ChatsTests {
             }
             return remaining
         }
-        #expect(remaining == ["concurrent-key", "100%", "a%41", "aA"])
+        #expect(remaining == ["retry-key-2", "concurrent-key", "100%", "a%41", "aA"])
     }
 
     @Test("an Accept that allows no JSON is 400 not_acceptable before the operation runs: nothing is created or renamed")
