@@ -207,6 +207,8 @@ struct ChatsTests {
             #expect(plain.status == .created)
             #expect((plain.json["title"] as? String)?.hasPrefix("Chat 20") == true)
             #expect(plain.headers[.location] == "/api/v1/chats/\(plain.json["id"] as? String ?? "")")
+            let nulls = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":null,"subject_id":null,"topic_id":null}"#)
+            #expect(nulls.status == .created && (nulls.json["title"] as? String)?.hasPrefix("Chat 20") == true && nulls.json["subject_id"] == nil)
             let withTopic = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"  Quadratics  ","topic_id":"math.quadratics"}"#)
             #expect(withTopic.status == .created && withTopic.json["title"] as? String == "Quadratics")
             #expect(withTopic.json["subject_id"] as? String == "math")
@@ -328,6 +330,8 @@ struct ChatsTests {
             #expect(earlier.status == .conflict && earlier.errorCode == "stale_update", "\(earlier.status) \(earlier.text)")
             let echoed = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Renamed","updated_at":"2026-01-02T12:04:05.123+09:00"}"#)
             #expect(echoed.status == .ok, "\(echoed.status) \(echoed.text)")
+            let unchecked = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Renamed","updated_at":null}"#)
+            #expect(unchecked.status == .ok, "\(unchecked.status) \(unchecked.text)")
             // Lengths count code points, as the CHECK does: one "character" of 201 code points is too long.
             let combining = "a" + String(repeating: "\u{301}", count: 200)
             for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#,
@@ -465,7 +469,9 @@ struct ChatsTests {
                 // A retry moves nothing; a second rating replaces the first one's effect too.
                 let retried = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":5,"note":"got it"}"#)
                 #expect(((retried.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.5)
-                let again = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":1}"#)
+                // A null note is no note, as the contract says of every optional request field.
+                let again = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":1,"note":null}"#)
+                #expect(again.status == .ok && again.json["note"] == nil, "\(again.status) \(again.text)")
                 #expect(((again.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0)
                 let middle = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":3}"#)
                 #expect(((middle.json["tags"] as? [[String: Any]])?.first?["mastery"] as? Double ?? -1) == 0.25)
