@@ -323,8 +323,8 @@ struct ChatsTests {
             #expect(fresh.json["title"] as? String == "Renamed")
             // Stored to the microsecond, sent to the millisecond: the stamp as sent passes, and one a
             // tenth of a millisecond before it is stale, however it rounds.
-            try await database.withClient { client in
-                _ = try await client.query("UPDATE chats SET updated_at = '2026-01-02T03:04:05.123456Z' WHERE id = \(UUID(uuidString: id)!)")
+            try await database.withClient { admin in
+                _ = try await admin.query("UPDATE chats SET updated_at = '2026-01-02T03:04:05.123456Z' WHERE id = \(UUID(uuidString: id)!)")
             }
             let earlier = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: #"{"title":"Earlier","updated_at":"2026-01-02T03:04:05.1229Z"}"#)
             #expect(earlier.status == .conflict && earlier.errorCode == "stale_update", "\(earlier.status) \(earlier.text)")
@@ -509,8 +509,8 @@ struct ChatsTests {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
         try await app.live { client in
-            try await database.withClient { client in
-                _ = try await client.query("DELETE FROM users WHERE id = \(learner.id)")
+            try await database.withClient { admin in
+                _ = try await admin.query("DELETE FROM users WHERE id = \(learner.id)")
             }
             let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "after-deletion"]
             let writes: [(HTTPRequest.Method, String, String, HTTPFields)] = [
