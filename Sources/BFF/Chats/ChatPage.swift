@@ -67,10 +67,7 @@ extension ChatRepository {
         let list: KeysetCursor.List = updatedSince == nil ? .newest : .delta
         // Nearest, not down: a Date parsed from ".462Z" may lie a fraction of a microsecond below it,
         // and the change stamped .462 would then come back to the client that sent it.
-        let sinceMicros = try updatedSince.map { since in
-            guard let micros = RFC3339Dates.micros(since) else { throw APIError.validation("updated_since", "must lie in years 0001-9999") }
-            return micros
-        }
+        let sinceMicros = try updatedSince.map { try RFC3339Dates.micros($0, field: "updated_since") }
         let filter = sinceMicros.map(String.init) ?? ""
         let after = try cursor.map { try KeysetCursor.decode($0, expecting: list, filter: filter) }
         var records: [ChatRecord]

@@ -200,8 +200,7 @@ struct ChatRepository: Sendable {
     func rename(userID: UUID, chatID: UUID, title: String, clientUpdatedAt: Date?) async throws -> RenameOutcome {
         // The stored stamp as the client was sent it (whole milliseconds, cut off) against the client's
         // to the microsecond: an echoed stamp passes, and so does a later one, but nothing earlier.
-        let clientMicros = clientUpdatedAt.flatMap(RFC3339Dates.micros)
-        if clientUpdatedAt != nil, clientMicros == nil { throw APIError.validation("updated_at", "must fall in years 0001-9999") }
+        let clientMicros = try clientUpdatedAt.map { try RFC3339Dates.micros($0, field: "updated_at") }
         let updated = try await records("""
             UPDATE chats SET title = \(title), updated_at = bff_chat_stamp(\(userID))
             WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL

@@ -14,6 +14,13 @@ struct RFC3339Dates: DateTranscoder {
         Int64(exactly: (date.timeIntervalSince1970 * 1_000_000).rounded()).flatMap { representableMicros.contains($0) ? $0 : nil }
     }
 
+    /// A client's `date` for `field` in microseconds: 422 naming the field outside years 0001–9999,
+    /// which a date read with an offset can cross in UTC.
+    static func micros(_ date: Date, field: String) throws -> Int64 {
+        guard let micros = micros(date) else { throw APIError.validation(field, "must lie in years 0001-9999") }
+        return micros
+    }
+
     func encode(_ date: Date) throws -> String {
         guard let micros = Self.micros(date) else {
             // The seconds, not the Date: describing a Date this far out traps in Foundation.
