@@ -181,13 +181,14 @@ struct ChatsTests {
         }
     }
 
-    @Test("a malformed or impossible date-time (trailing text, 30 February, a ten-digit hour) is 422 validation_failed and changes nothing")
+    @Test("a malformed or impossible date-time (trailing text, 30 February, a ten-digit hour, an offset carrying it before year 1) is 422 validation_failed and changes nothing")
     func outOfRangeDates() async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
         try await app.live { client in
             let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Kept"}"#).json["id"] as? String)
-            for since in ["2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "2025-01-01T00:00:00Zjunk", "2025-02-30T00:00:00Z"] {
+            for since in ["2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "2025-01-01T00:00:00Zjunk", "2025-02-30T00:00:00Z",
+                          "0001-01-01T00:00:00+14:00"] {
                 let encoded = since.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 let pull = try await client.call(.get, "/api/v1/chats?updated_since=\(encoded)", as: learner)
                 #expect(pull.status == .unprocessableContent && pull.errorCode == "validation_failed", "\(since): \(pull.text)")
