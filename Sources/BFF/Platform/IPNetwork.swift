@@ -7,7 +7,8 @@ public struct IPNetwork: Sendable, Equatable {
     let prefixLength: Int
 
     public init?(_ text: String) {
-        let parts = text.split(separator: "/", maxSplits: 1).map(String.init)
+        // Empty parts kept: "/" or "10.0.0.0/" is malformed, not an address without a prefix.
+        let parts = text.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
         guard let bytes = IPNetwork.bytes(of: parts[0]) else { return nil }
         // `::ffff:10.0.0.0/104` reads as IPv4 (see `bytes(of:)`): its length counts 96 bits fewer.
         let mapped = bytes.count == 4 && parts[0].contains(":")

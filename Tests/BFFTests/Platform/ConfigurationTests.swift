@@ -36,6 +36,12 @@ struct ConfigurationTests {
         ("BFF_LOG_LEVEL", "loud"),
         ("BFF_REVOCATION_POLL_INTERVAL", "0"),
         ("BFF_REVOCATION_POLL_INTERVAL", "61"),
+        // Each once crashed start-up with an index out of range.
+        ("BFF_TRUSTED_PROXIES", "/"),
+        ("BFF_TRUSTED_PROXIES", "10.0.0.0/8, /"),
+        ("BFF_TRUSTED_PROXIES", "10.0.0.0/"),
+        ("BFF_TRUSTED_PROXIES", "/24"),
+        ("BFF_TRUSTED_PROXIES", "10.0.0.0/8/8"),
     ])
     func namesTheVariable(variable: String, value: String?) {
         var environment = valid
