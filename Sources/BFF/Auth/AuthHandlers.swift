@@ -4,12 +4,14 @@ import Foundation
 /// The identity operations of the contract: thin adapters over `AuthService`.
 extension APIService {
     func authStart(_ input: Operations.AuthStart.Input) async throws -> Operations.AuthStart.Output {
-        let login = try await auth.start(deviceID: input.query.deviceId, redirectURI: input.query.redirectUri)
+        // `code_challenge_method` is S256 or the generated decoder has refused the request.
+        let login = try await auth.start(
+            deviceID: input.query.deviceId, redirectURI: input.query.redirectUri, codeChallenge: input.query.codeChallenge)
         return .ok(.init(body: .json(.init(authorizationUrl: login.url, state: login.state, expiresAt: login.expiresAt))))
     }
 
     func authCallback(_ input: Operations.AuthCallback.Input) async throws -> Operations.AuthCallback.Output {
-        let pair = try await auth.callback(code: input.query.code, state: input.query.state)
+        let pair = try await auth.callback(code: input.query.code, state: input.query.state, codeVerifier: input.query.codeVerifier)
         // Tokens must not be kept by any cache (RFC 6749 §5.1).
         return .ok(.init(headers: .init(cacheControl: .noStore), body: .json(pair.schema)))
     }

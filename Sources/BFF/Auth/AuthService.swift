@@ -30,25 +30,28 @@ struct AuthService: Sendable {
         guard validDeviceID(id) else { throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -") }
     }
 
-    /// API-001: a one-time login with state, nonce and a PKCE verifier kept here; the app opens the URL.
-    func start(deviceID: String, redirectURI: String) async throws -> (url: String, state: String, expiresAt: Date) {
+    /// API-001: a one-time login holding the server's state and nonce and the app's PKCE challenge
+    /// (the app keeps the verifier); the app opens the URL.
+    func start(deviceID: String, redirectURI: String, codeChallenge: String) async throws -> (url: String, state: String, expiresAt: Date) {
         guard configuration.oidcRedirectURIs.contains(redirectURI) else {
             throw APIError(.badRequest, "invalid_redirect_uri", "redirect_uri is not registered for this app.")
         }
         try Self.requireDeviceID(deviceID)
+        guard PKCE.isChallenge(codeChallenge) else {
+            throw APIError.validation("code_challenge", "must be the S256 challenge of the app's verifier: 43 characters of A-Z a-z 0-9 - _")
+        }
         let state = SecureRandom.token()
-        let login = PendingLogin(nonce: SecureRandom.token(), codeVerifier: SecureRandom.token(), deviceID: deviceID, redirectURI: redirectURI)
+        let login = PendingLogin(nonce: SecureRandom.token(), codeChallenge: codeChallenge, deviceID: deviceID, redirectURI: redirectURI)
         let url = try await mapIdPErrors {
-            try await oidc.authorizationURL(
-                redirectURI: redirectURI, state: state, nonce: login.nonce,
-                codeChallenge: Digest.pkceChallenge(for: login.codeVerifier))
+            try await oidc.authorizationURL(redirectURI: redirectURI, state: state, nonce: login.nonce, codeChallenge: codeChallenge)
         }
         let expiresAt = try await identity.createLogin(state: state, login: login, lifetime: Self.loginLifetime)
         return (url, state, expiresAt)
     }
 
-    /// API-002: consumes the login once, exchanges the code, verifies the ID token, and signs the user in.
-    func callback(code: String, state: String) async throws -> TokenPair {
+    /// API-002: consumes the login once, checks the app's PKCE verifier against its challenge,
+    /// exchanges the code passing that verifier, verifies the ID token, and signs the user in.
+    func callback(code: String, state: String, codeVerifier: String?) async throws -> TokenPair {
         // Checked before the login is used up: a malformed code must not cost the learner their login.
         guard (1...2048).contains(code.utf8.count), code.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
             throw APIError.validation("code", "must be 1-2048 visible ASCII characters")
@@ -59,8 +62,14 @@ struct AuthService: Sendable {
         guard let login = try await identity.consumeLogin(state: state) else {
             throw APIError(.badRequest, "invalid_state", "The login is unknown, expired or already used; start again.")
         }
+        // After the login is used up: whoever holds the redirect's code and state but not the
+        // verifier gets one try, which also ends the login for everyone.
+        guard let codeVerifier, PKCE.verifier(codeVerifier, matches: login.codeChallenge) else {
+            logger.notice("security: login refused, the PKCE verifier is missing or wrong", metadata: ["event": "pkce_mismatch"])
+            throw APIError(.badRequest, "invalid_grant", "The code_verifier does not match this login; start again.")
+        }
         let claims = try await mapIdPErrors {
-            let idToken = try await oidc.exchange(code: code, redirectURI: login.redirectURI, codeVerifier: login.codeVerifier)
+            let idToken = try await oidc.exchange(code: code, redirectURI: login.redirectURI, codeVerifier: codeVerifier)
             return try await oidc.verifyIDToken(idToken, nonce: login.nonce)
         }
         let user = try await identity.upsertUser(

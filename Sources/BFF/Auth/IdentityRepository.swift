@@ -1,10 +1,11 @@
 import Foundation
 import PostgresNIO
 
-/// A one-time login between `/auth/start` and `/auth/callback`; the verifier never leaves the server.
+/// A one-time login between `/auth/start` and `/auth/callback`. It holds the app's PKCE challenge;
+/// the verifier stays with the app until the callback.
 struct PendingLogin: Sendable {
     let nonce: String
-    let codeVerifier: String
+    let codeChallenge: String
     let deviceID: String
     let redirectURI: String
 }
@@ -31,8 +32,8 @@ struct IdentityRepository: Sendable {
         let stateHash = Digest.sha256(state)
         return try await database.run { client in
             let rows = try await client.query("""
-                INSERT INTO oidc_logins (state_hash, nonce, code_verifier, device_id, redirect_uri, expires_at)
-                VALUES (\(stateHash), \(login.nonce), \(login.codeVerifier), \(login.deviceID), \(login.redirectURI),
+                INSERT INTO oidc_logins (state_hash, nonce, code_challenge, device_id, redirect_uri, expires_at)
+                VALUES (\(stateHash), \(login.nonce), \(login.codeChallenge), \(login.deviceID), \(login.redirectURI),
                         now() + make_interval(secs => \(lifetime)))
                 RETURNING expires_at
                 """)
@@ -47,10 +48,10 @@ struct IdentityRepository: Sendable {
         return try await database.run { client in
             let rows = try await client.query("""
                 DELETE FROM oidc_logins WHERE state_hash = \(stateHash)
-                RETURNING nonce, code_verifier, device_id, redirect_uri, expires_at > now()
+                RETURNING nonce, code_challenge, device_id, redirect_uri, expires_at > now()
                 """)
-            for try await (nonce, verifier, device, redirect, live) in rows.decode((String, String, String, String, Bool).self) {
-                return live ? PendingLogin(nonce: nonce, codeVerifier: verifier, deviceID: device, redirectURI: redirect) : nil
+            for try await (nonce, challenge, device, redirect, live) in rows.decode((String, String, String, String, Bool).self) {
+                return live ? PendingLogin(nonce: nonce, codeChallenge: challenge, deviceID: device, redirectURI: redirect) : nil
             }
             return nil
         }

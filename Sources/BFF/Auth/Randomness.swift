@@ -15,9 +15,4 @@ enum Digest {
     static func sha256(_ text: String) -> Data {
         Data(SHA256.hash(data: Data(text.utf8)))
     }
-
-    /// PKCE S256 (RFC 7636 §4.2): base64url(SHA-256(ASCII(verifier))).
-    static func pkceChallenge(for verifier: String) -> String {
-        Base64URL.encode(SHA256.hash(data: Data(verifier.utf8)))
-    }
 }

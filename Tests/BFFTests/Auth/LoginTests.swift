@@ -16,11 +16,24 @@ struct LoginTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-    static let redirect = "com.example.app:/oauth/callback"
+    static let redirect = AppLogin.redirect
 
-    @Test("PKCE S256 matches RFC 7636 appendix B")
+    @Test("PKCE S256 matches RFC 7636 appendix B; a verifier matches only its own challenge and only when well formed")
     func pkceVector() {
-        #expect(Digest.pkceChallenge(for: "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk") == "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM")
+        let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+        let challenge = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        #expect(PKCE.challenge(for: verifier) == challenge)
+        #expect(PKCE.verifier(verifier, matches: challenge))
+        #expect(!PKCE.verifier(verifier, matches: PKCE.challenge(for: verifier + "A")))
+        #expect(!PKCE.verifier(verifier, matches: "not-a-challenge"))
+        // 42 characters, and a character outside RFC 7636's alphabet, are no verifiers even when hashed alike.
+        let short = String(verifier.dropLast())
+        #expect(!PKCE.verifier(short, matches: PKCE.challenge(for: short)))
+        let plus = verifier + "+"
+        #expect(!PKCE.verifier(plus, matches: PKCE.challenge(for: plus)))
+        let long = String(repeating: "a.b~c", count: 25) + "abc"
+        #expect(long.count == 128 && PKCE.verifier(long, matches: PKCE.challenge(for: long)))
+        #expect(!PKCE.verifier(long + "a", matches: PKCE.challenge(for: long + "a")))
     }
 
     @Test("the whole login through the running oidc-provider-mock: start → authorize → callback → /me → refresh → logout; nothing secret is logged")
@@ -28,21 +41,19 @@ struct LoginTests {
         let logs = LogCapture()
         let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_CLIENT_SECRET": "s3cret-client"], logs: logs)
         let observed = try await app.live { client -> [String] in
-            var secrets: [String] = []
-            let start = try await client.execute(
-                uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)", method: .get)
-            #expect(start.status == .ok, "\(start.text)")
-            let authorizationURL = try #require(start.json["authorization_url"] as? String)
-            let state = try #require(start.json["state"] as? String)
+            // The app makes the verifier and keeps it; the server holds only its challenge.
+            let app = AppLogin(deviceID: "iphone-e2e-01")
+            var secrets: [String] = [app.verifier]
+            let started = try await app.start(with: client)
+            let authorizationURL = started.authorizationURL
+            let state = started.state
             secrets.append(state)
-            let verifiers = try await pendingVerifiers()
-            #expect(verifiers.count == 1 && verifiers[0].count == 43)
-            secrets += verifiers
-            let query = Dictionary(uniqueKeysWithValues: (URLComponents(string: authorizationURL)?.queryItems ?? []).map { ($0.name, $0.value ?? "") })
+            #expect(try await pendingChallenges() == [app.challenge])
+            let query = started.authorizationQuery
             #expect(query["response_type"] == "code" && query["client_id"] == "bff-tests")
             #expect(query["redirect_uri"] == Self.redirect && query["scope"] == "openid profile email")
             #expect(query["state"] == state && query["code_challenge_method"] == "S256")
-            #expect((query["code_challenge"]?.count ?? 0) == 43 && (query["nonce"]?.count ?? 0) >= 22)
+            #expect(query["code_challenge"] == app.challenge && (query["nonce"]?.count ?? 0) >= 22)
 
             // The student signs in at the provider (its form takes a subject).
             var authorize = HTTPClientRequest(url: authorizationURL)
@@ -57,7 +68,9 @@ struct LoginTests {
             let code = try #require(back["code"])
             secrets.append(code)
 
-            let callback = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
+            // The provider checks PKCE too: the exchange succeeds only because the server passed on
+            // the app's verifier.
+            let callback = try await client.execute(uri: app.callbackURI(code: code, state: state), method: .get)
             #expect(callback.status == .ok, "\(callback.text)")
             #expect(callback.headers[.cacheControl] == "no-store")
             let access = try #require(callback.json["access_token"] as? String)
@@ -66,7 +79,7 @@ struct LoginTests {
             #expect(callback.json["expires_in"] as? Int ?? 0 > 800)
             #expect(callback.json["refresh_expires_in"] as? Int ?? 0 > 2_500_000)
 
-            let again = try await client.execute(uri: "/api/v1/auth/callback?code=\(code)&state=\(state)", method: .get)
+            let again = try await client.execute(uri: app.callbackURI(code: code, state: state), method: .get)
             #expect(again.status == .badRequest && again.errorCode == "invalid_state")
 
             let me = try await client.me(access)
@@ -97,7 +110,7 @@ struct LoginTests {
         }
         let secrets = ["s3cret-client"] + observed
         #expect(secrets.count == 7)
-        #expect(try await pendingVerifiers().isEmpty, "the login was consumed")
+        #expect(try await pendingChallenges().isEmpty, "the login was consumed")
         let everything = logs.all.joined()
         #expect(!logs.all.isEmpty)
         for secret in secrets {
@@ -105,34 +118,47 @@ struct LoginTests {
         }
     }
 
-    /// The PKCE verifiers of logins not consumed yet (the server's only copy).
-    private func pendingVerifiers() async throws -> [String] {
+    /// The PKCE challenges of logins not consumed yet.
+    private func pendingChallenges() async throws -> [String] {
         try await database.withClient { client in
-            let rows = try await client.query("SELECT code_verifier FROM oidc_logins")
-            var verifiers: [String] = []
-            for try await verifier in rows.decode(String.self) { verifiers.append(verifier) }
-            return verifiers
+            let rows = try await client.query("SELECT code_challenge FROM oidc_logins")
+            var challenges: [String] = []
+            for try await challenge in rows.decode(String.self) { challenges.append(challenge) }
+            return challenges
         }
     }
 
-    @Test("start refuses an unregistered redirect_uri (400) and a malformed device_id (422); unknown state is 400")
+    @Test("start refuses an unregistered redirect_uri (400), a malformed device_id (422) and a missing, malformed or plain PKCE challenge (422); unknown state is 400")
     func startAndCallbackValidation() async throws {
         let app = try await makeTestApp(database: database)
+        let login = AppLogin(deviceID: "iphone-e2e-01")
+        let pkce = "code_challenge=\(login.challenge)&code_challenge_method=S256"
         try await app.live { client in
-            let redirect = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=https://evil.example/cb", method: .get)
+            let redirect = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=https://evil.example/cb&\(pkce)", method: .get)
             #expect(redirect.status == .badRequest && redirect.errorCode == "invalid_redirect_uri")
-            let device = try await client.execute(uri: "/api/v1/auth/start?device_id=short&redirect_uri=\(Self.redirect)", method: .get)
+            let device = try await client.execute(uri: "/api/v1/auth/start?device_id=short&redirect_uri=\(Self.redirect)&\(pkce)", method: .get)
             #expect(device.status == .unprocessableContent && device.errorCode == "validation_failed")
-            let state = try await client.execute(uri: "/api/v1/auth/callback?code=abc&state=never-issued", method: .get)
+            let base = "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)"
+            for query in ["", "&code_challenge=\(login.challenge)", "&code_challenge_method=S256",
+                          "&code_challenge=\(login.challenge)&code_challenge_method=plain",
+                          "&code_challenge=\(login.challenge)&code_challenge_method=s256",
+                          "&code_challenge=\(login.challenge.dropLast())&code_challenge_method=S256",
+                          "&code_challenge=\(login.challenge)A&code_challenge_method=S256",
+                          "&code_challenge=\(login.challenge.dropLast())%2B&code_challenge_method=S256",
+                          "&code_challenge=\(login.verifier)\(login.verifier)&code_challenge_method=S256"] {
+                let refused = try await client.execute(uri: base + query, method: .get)
+                #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(query): \(refused.text)")
+            }
+            #expect(try await pendingChallenges().isEmpty, "a refused start creates no login")
+            let state = try await client.execute(uri: "/api/v1/auth/callback?code=abc&state=never-issued&code_verifier=\(login.verifier)", method: .get)
             #expect(state.status == .badRequest && state.errorCode == "invalid_state")
 
             // A malformed code or state is 422 and leaves the login to be completed.
-            let started = try await client.execute(uri: "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)", method: .get)
-            let issued = try #require(started.json["state"] as? String)
+            let issued = try await login.start(with: client).state
             let longCode = String(repeating: "c", count: 2049)
             for query in ["code=&state=\(issued)", "code=a%20b&state=\(issued)", "code=\(longCode)&state=\(issued)",
                           "code=abc&state=\(issued)%21", "code=abc&state=\(String(repeating: "s", count: 257))"] {
-                let refused = try await client.execute(uri: "/api/v1/auth/callback?\(query)", method: .get)
+                let refused = try await client.execute(uri: "/api/v1/auth/callback?\(query)&code_verifier=\(login.verifier)", method: .get)
                 #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(query): \(refused.text)")
             }
             let pending = try await database.withClient { client in
@@ -140,6 +166,77 @@ struct LoginTests {
                     .collect().first?.decode(Int.self)
             }
             #expect(pending == 1)
+        }
+    }
+
+    @Test("whoever intercepts the redirect holds code and state but not the verifier: 400 invalid_grant, nothing issued, the code never reaches the provider, and the real app must start again")
+    func interceptedRedirect() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                for (index, variant) in ["missing", "wrong", "malformed", "another login's", "the challenge itself"].enumerated() {
+                    let victim = AppLogin(deviceID: "android-victim-\(index)")
+                    let started = try await victim.start(with: client)
+                    let code = "code-" + SecureRandom.token()
+                    var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: started.nonce)
+                    claims.sub = .init(value: "victim-\(index)")
+                    idp.grant(code: code, challenge: victim.challenge, idToken: try await idp.sign(claims))
+
+                    // Another app registered for the same scheme received `?code=…&state=…`.
+                    let sent: String? = switch variant {
+                    case "missing": nil
+                    case "wrong": SecureRandom.token()
+                    case "malformed": String(victim.verifier.prefix(42))
+                    case "another login's": AppLogin(deviceID: victim.deviceID).verifier
+                    default: victim.challenge
+                    }
+                    let stolen = try await client.execute(uri: victim.callbackURI(code: code, state: started.state, sending: sent), method: .get)
+                    #expect(stolen.status == .badRequest && stolen.errorCode == "invalid_grant", "\(variant): \(stolen.text)")
+                    #expect(stolen.json["access_token"] == nil && stolen.json["refresh_token"] == nil)
+
+                    // The login is used up: the real app, arriving second with the right verifier, starts again.
+                    let real = try await client.execute(uri: victim.callbackURI(code: code, state: started.state), method: .get)
+                    #expect(real.status == .badRequest && real.errorCode == "invalid_state", "\(variant): \(real.text)")
+                    #expect(idp.tokenRequests.withLockedValue { $0.isEmpty }, "\(variant): the code was never sent to the provider")
+                    let subject = claims.sub.value
+                    let issued = try await database.withClient { client in
+                        try await client.query("""
+                            SELECT (SELECT count(*) FROM refresh_families WHERE device_id = \(victim.deviceID))::int
+                                 + (SELECT count(*) FROM users WHERE subject = \(subject))::int
+                            """).collect().first?.decode(Int.self)
+                    }
+                    #expect(issued == 0, "\(variant): no account and no session were made")
+                }
+
+                // Started again, the real app signs in.
+                var claims = TestIDClaims(iss: .init(value: idp.issuer))
+                claims.sub = "victim-0"
+                let again = try await idp.signIn(AppLogin(deviceID: "android-victim-0"), as: claims, with: client)
+                #expect(again.status == .ok, "\(again.text)")
+            }
+        }
+    }
+
+    @Test("the server passes the app's verifier to the provider, which refuses a code exchanged with another (401 idp_rejected)")
+    func providerChecksPKCE() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                let login = AppLogin(deviceID: "android-pkce-1")
+                let ok = try await idp.signIn(login, as: TestIDClaims(iss: .init(value: idp.issuer)), with: client)
+                #expect(ok.status == .ok, "\(ok.text)")
+                let form = try #require(idp.tokenRequests.withLockedValue { $0.last?.form })
+                #expect(form.contains("code_verifier=\(login.verifier)"))
+
+                // The provider granted the code for another challenge than the login's: the server's
+                // check passes (the app's verifier matches its own challenge), the provider's does not.
+                let started = try await login.start(with: client)
+                var claims = TestIDClaims(iss: .init(value: idp.issuer))
+                claims.nonce = started.nonce
+                idp.grant(code: "code-other", challenge: AppLogin(deviceID: "android-pkce-1").challenge, idToken: try await idp.sign(claims))
+                let refused = try await client.execute(uri: login.callbackURI(code: "code-other", state: started.state), method: .get)
+                #expect(refused.status == .unauthorized && refused.errorCode == "idp_rejected", "\(refused.text)")
+            }
         }
     }
 }
@@ -191,27 +288,18 @@ struct IDTokenTests {
                 "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
             ])
             try await app.live { client in
-                let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
-                let url = try #require(start.json["authorization_url"] as? String)
-                let state = try #require(start.json["state"] as? String)
-                let nonce = URLComponents(string: url)?.queryItems?.first { $0.name == "nonce" }?.value
-                idp.nextIDToken.withLockedValue { $0 = nil }
-                _ = idp
-                let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: nonce))
-                idp.nextIDToken.withLockedValue { $0 = token }
-                let callback = try await client.execute(uri: "/api/v1/auth/callback?code=code-1&state=\(state)", method: .get)
+                let login = AppLogin(deviceID: "android-1234")
+                let callback = try await idp.signIn(login, as: TestIDClaims(iss: .init(value: idp.issuer)), with: client)
                 #expect(callback.status == .ok, "\(callback.text)")
                 let user = callback.json["user"] as? [String: Any]
                 #expect(user?["email"] as? String == "student42@example.com" && user?["display_name"] as? String == "Student 42")
                 let request = try #require(idp.tokenRequests.withLockedValue { $0.last })
                 #expect(request.authorization == "Basic " + Data("bff-tests:local-secret".utf8).base64EncodedString())
-                #expect(request.form.contains("code_verifier=") && request.form.contains("grant_type=authorization_code"))
+                #expect(request.form.contains("code_verifier=\(login.verifier)") && request.form.contains("grant_type=authorization_code"))
 
                 // A code the provider refuses.
-                let second = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
-                let secondState = try #require(second.json["state"] as? String)
-                idp.nextIDToken.withLockedValue { $0 = nil }
-                let refused = try await client.execute(uri: "/api/v1/auth/callback?code=bad&state=\(secondState)", method: .get)
+                let secondState = try await login.start(with: client).state
+                let refused = try await client.execute(uri: login.callbackURI(code: "bad", state: secondState), method: .get)
                 #expect(refused.status == .unauthorized && refused.errorCode == "idp_rejected")
             }
         }
@@ -307,7 +395,7 @@ struct IDTokenTests {
     func unreachable() async throws {
         let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": "http://127.0.0.1:9"])
         try await app.live { client in
-            let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-1234&redirect_uri=\(LoginTests.redirect)", method: .get)
+            let start = try await client.execute(uri: AppLogin(deviceID: "android-1234").startURI, method: .get)
             #expect(start.status == .serviceUnavailable && start.errorCode == "idp_unavailable")
         }
     }
@@ -320,15 +408,9 @@ struct IDTokenTests {
                 database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer, "BFF_REVOCATION_POLL_INTERVAL": "60"])
             let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
             try await app.live { client in
-                let start = try await client.execute(uri: "/api/v1/auth/start?device_id=android-5678&redirect_uri=\(LoginTests.redirect)", method: .get)
-                let state = try #require(start.json["state"] as? String)
-                let nonce = URLComponents(string: start.json["authorization_url"] as? String ?? "")?.queryItems?.first { $0.name == "nonce" }?.value
-                var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: nonce)
+                var claims = TestIDClaims(iss: .init(value: idp.issuer))
                 claims.sub = "student-bcl"
-                idp.nextIDToken.withLockedValue { $0 = nil }
-                let idToken = try await idp.sign(claims)
-                idp.nextIDToken.withLockedValue { $0 = idToken }
-                let login = try await client.execute(uri: "/api/v1/auth/callback?code=c&state=\(state)", method: .get)
+                let login = try await idp.signIn(AppLogin(deviceID: "android-5678"), as: claims, with: client)
                 let refresh = try #require(login.json["refresh_token"] as? String)
 
                 var withNonce = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-bcl")

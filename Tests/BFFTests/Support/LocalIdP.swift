@@ -8,14 +8,16 @@ import ServiceLifecycle
 
 /// A small OpenID provider of the test's own (discovery, JWKS, token endpoint) so tests can sign ID
 /// and logout tokens with keys they control: an ES256 key published in the JWKS and one that is not.
+/// Its token endpoint redeems only codes the test granted (`grant`), each once, and checks the PKCE
+/// verifier against the challenge of the authorization request, as a provider does.
 final class LocalIdP: Sendable {
     let published = ES256PrivateKey()
     let unpublished = ES256PrivateKey()
     let publishedKID = "published-key"
-    /// The next id_token the token endpoint returns; the test sets it.
-    let nextIDToken = NIOLockedValueBox<String?>(nil)
     /// Requests seen by the token endpoint (form bodies and Authorization headers).
     let tokenRequests = NIOLockedValueBox<[(form: String, authorization: String?)]>([])
+    /// Codes granted and not redeemed yet: the PKCE challenge they were asked with and the ID token.
+    private let grants = NIOLockedValueBox<[String: (challenge: String, idToken: String)]>([:])
     let port = NIOLockedValueBox<Int>(0)
     /// How many times discovery and the JWKS were fetched.
     let discoveryRequests = NIOLockedValueBox(0)
@@ -34,6 +36,12 @@ final class LocalIdP: Sendable {
 
     var base: String { "http://127.0.0.1:\(port.withLockedValue { $0 })" }
     var issuer: String { base + (trailingSlash ? "/" : "") }
+
+    /// What the provider does when the learner signs in: `code` becomes redeemable once, by the
+    /// verifier of `challenge`, for `idToken`.
+    func grant(code: String, challenge: String, idToken: String) {
+        grants.withLockedValue { $0[code] = (challenge, idToken) }
+    }
 
     /// Serves while `body` runs.
     func serve<T: Sendable>(_ body: @escaping @Sendable (LocalIdP) async throws -> T) async throws -> T {
@@ -67,10 +75,16 @@ final class LocalIdP: Sendable {
         router.post("/token") { [self] request, _ -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65536))
             tokenRequests.withLockedValue { $0.append((form, request.headers[.authorization])) }
-            guard let token = nextIDToken.withLockedValue({ $0 }) else {
+            let fields = Dictionary(
+                (URLComponents(string: "?" + form)?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
+            // RFC 6749 §4.1.3 and RFC 7636 §4.6: the code once, with the verifier of its challenge.
+            guard fields["grant_type"] == "authorization_code", let code = fields["code"], let verifier = fields["code_verifier"],
+                  let grant = grants.withLockedValue({ $0.removeValue(forKey: code) }),
+                  PKCE.challenge(for: verifier) == grant.challenge
+            else {
                 return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#)))
             }
-            return json(#"{"access_token":"at","token_type":"Bearer","id_token":"\#(token)"}"#)
+            return json(#"{"access_token":"at","token_type":"Bearer","id_token":"\#(grant.idToken)"}"#)
         }
         let started = AsyncStream<Void>.makeStream()
         let app = Application(
