@@ -11,6 +11,7 @@ public struct AppConfiguration: Sendable {
     public var corsOrigins: Set<String>
     public var bodyLimit: Int
     public var authRateLimit: Int
+    public var authDeviceRateLimit: Int
     public var trustedProxies: [IPNetwork]
     public var logLevel: Logger.Level
     public var shutdownGrace: Duration
@@ -40,7 +41,9 @@ public struct AppConfiguration: Sendable {
         corsOrigins = Set(env["BFF_CORS_ORIGINS"] == nil
             ? ["https://app.example.com"] : reader.list("BFF_CORS_ORIGINS", default: []))
         bodyLimit = try reader.int("BFF_BODY_LIMIT", default: 64 * 1024, range: 1024...(16 * 1024 * 1024))
-        authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 30, range: 1...1_000_000)
+        // Sized for a school: hundreds of learners behind one address sign in at the start of a lesson.
+        authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 600, range: 1...1_000_000)
+        authDeviceRateLimit = try reader.int("BFF_AUTH_DEVICE_RATE_LIMIT", default: 20, range: 1...1_000_000)
         trustedProxies = try reader.list("BFF_TRUSTED_PROXIES", default: []).map {
             guard let network = IPNetwork($0) else {
                 throw ConfigurationError("BFF_TRUSTED_PROXIES", "has an entry that is not an IP address or CIDR: \($0)")

@@ -11,8 +11,6 @@ public struct AppRequestContext: RequestContext {
     public let remoteAddress: SocketAddress?
     /// Set by `AuthenticationMiddleware`; read by the operations through `Authorization`.
     public var authentication: Authentication = .anonymous
-    /// Set by `RateLimitMiddleware` on paths whose handler counts the per-address limit itself.
-    public var deferredRateLimit: DeferredRateLimit?
     /// The `Idempotency-Key` as sent: the generated code percent-decodes header values, which
     /// turned a valid key such as `100%` into "" and made `a%41` the same key as `aA`.
     public var idempotencyKey: String?

@@ -79,8 +79,10 @@ public func buildApplication(
 ) throws -> some ApplicationProtocol {
     let configuration = dependencies.configuration
     let router = Router(context: AppRequestContext.self)
+    let clientAddress = ClientAddress(trustedProxies: configuration.trustedProxies)
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: RequestMetricsMiddleware())
+    router.add(middleware: UntrustedForwardingWarning(clientAddress: clientAddress, logger: dependencies.logger))
     router.add(middleware: CORSMiddleware(allowedOrigins: configuration.corsOrigins))
     router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
     router.add(middleware: ErrorMiddleware())
@@ -88,18 +90,10 @@ public func buildApplication(
     if configuration.tlsCertificatePath != nil {
         router.add(middleware: HSTSMiddleware())
     }
-    router.add(middleware: RateLimitMiddleware(
-        limiter: RateLimiter(database: dependencies.database),
-        pathPrefix: "/api/v1/auth/",
-        name: "auth:ip",
-        rate: configuration.authRateLimit,
-        period: .seconds(60),
-        clientAddress: ClientAddress(trustedProxies: configuration.trustedProxies),
-        deferredPaths: ["/api/v1/auth/refresh"],
-        // The IdP sends every user's logout from its few addresses, and need not retry a refused
-        // one: limited, a busy minute would leave sessions signed in. Each is a signed, single-use
-        // token, verified before it changes anything.
-        exemptPaths: ["/api/v1/auth/backchannel-logout"]))
+    let limiter = RateLimiter(database: dependencies.database)
+    router.add(middleware: RateLimitMiddleware.authPerAddress(
+        limiter: limiter, rate: configuration.authRateLimit, clientAddress: clientAddress))
+    router.add(middleware: RateLimitMiddleware.loginPerDevice(limiter: limiter, rate: configuration.authDeviceRateLimit))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(

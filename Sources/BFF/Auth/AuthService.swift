@@ -101,7 +101,7 @@ struct AuthService: Sendable {
         return kept.isEmpty ? nil : kept
     }
 
-    /// API-003: one-time rotation, rate limited per family on top of the per-address limit.
+    /// API-003: one-time rotation, rate limited per family (not per address: see `RotateRefreshToken`).
     func refresh(token: String, deviceID: String) async throws -> TokenPair {
         guard token.utf8.count == 43, token.utf8.allSatisfy(Base64URL.isAlphabet) else {
             throw APIError.validation("refresh_token", "must be 43 base64url characters")
@@ -112,9 +112,7 @@ struct AuthService: Sendable {
         guard Base64URL.decode(token)?.count == 32 else { throw RefreshRefusal.unknown.apiError }
         let rotated: RotatedRefreshToken
         do {
-            rotated = try await refreshTokens.rotate(
-                token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60),
-                addressLimit: AppRequestContext.current?.deferredRateLimit)
+            rotated = try await refreshTokens.rotate(token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60))
         } catch let refusal as RefreshRefusal {
             if let family = refusal.revokedFamily { revokedSessions.record([family]) }
             throw refusal.apiError

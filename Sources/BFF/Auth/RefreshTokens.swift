@@ -107,30 +107,16 @@ struct RefreshTokenStore: Sendable {
     /// the first rotates, retries within the interval get the same child (derived under any key of
     /// the ring), anything else revokes the family. Only a rotation or a retry counts against the
     /// family's own rate limit; on success the user's row comes back and the device is touched.
-    /// `addressLimit`, when given, is counted in the same statement and its decision recorded; over
-    /// it, everything but a revocation rolls back.
-    func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration,
-                addressLimit: DeferredRateLimit?) async throws -> RotatedRefreshToken {
+    func rotate(_ token: String, deviceID: String, familyRate: Int, familyPeriod: Duration) async throws -> RotatedRefreshToken {
         let children = children(of: token)
         let childHashes = children.map { Digest.sha256($0) }
         let statement = RotateRefreshToken(
             parentHash: Digest.sha256(token), childHashes: childHashes, deviceID: deviceID,
             lifetimeSeconds: Int(lifetime), reuseSeconds: Int(reuseInterval), familyRate: familyRate,
-            familyPeriod: familyPeriod.seconds, addressKey: addressLimit?.key, addressRate: addressLimit?.rate ?? 0,
-            addressPeriod: addressLimit?.period.seconds ?? 0)
-        let row: RotateRefreshToken.Row
-        do {
-            row = try await database.run { client in
-                for try await row in try await client.execute(statement) { return row }
-                throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned no row")
-            }
-        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "BF429" {
-            // Beyond the per-address limit: the statement rolled back; DETAIL is the limiter's `ahead`.
-            guard let addressLimit, let ahead = error.serverInfo?[.detail].flatMap(Double.init) else { throw error }
-            throw APIError.rateLimited(addressLimit.record(allowed: false, ahead: ahead))
-        }
-        if let addressLimit, let allowed = row.addressAllowed, let ahead = row.addressAhead {
-            addressLimit.record(allowed: allowed, ahead: ahead)
+            familyPeriod: familyPeriod.seconds)
+        let row = try await database.run { client in
+            for try await row in try await client.execute(statement) { return row }
+            throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned no row")
         }
         switch row.outcome {
         case "rotated":
@@ -179,10 +165,12 @@ struct RefreshRateLimited: Error {
 /// `bff_refresh_rotate_ring` as a prepared statement: parsed and planned once per connection.
 struct RotateRefreshToken: PostgresPreparedStatement {
     static let name = "bff_rotate_refresh_token"
+    // No per-address limit (the last three arguments): a school's or a carrier's many learners
+    // behind one address refresh every 15 minutes, and the 256-bit token and the family's own
+    // limit bound what one client can do.
     static let sql = """
-        SELECT outcome, child_hash, family_id, user_id, issued_at, expires_at, retry_after, email, display_name,
-               address_allowed, address_ahead, scope
-        FROM bff_refresh_rotate_ring($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+        SELECT outcome, child_hash, family_id, user_id, issued_at, expires_at, retry_after, email, display_name, scope
+        FROM bff_refresh_rotate_ring($1, $2, $3, $4, $5, $6, $7, NULL, 0, 0)
         """
 
     struct Row: Sendable {
@@ -195,8 +183,6 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         let retryAfter: Double?
         let email: String?
         let displayName: String?
-        let addressAllowed: Bool?
-        let addressAhead: Double?
         let scope: String?
     }
 
@@ -207,12 +193,9 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     let reuseSeconds: Int
     let familyRate: Int
     let familyPeriod: Double
-    let addressKey: String?
-    let addressRate: Int
-    let addressPeriod: Double
 
     func makeBindings() throws -> PostgresBindings {
-        var bindings = PostgresBindings(capacity: 10)
+        var bindings = PostgresBindings(capacity: 7)
         try bindings.append(parentHash)
         bindings.append(childHashes.map { ByteBuffer(bytes: $0) })
         bindings.append(deviceID)
@@ -220,17 +203,13 @@ struct RotateRefreshToken: PostgresPreparedStatement {
         bindings.append(Int32(reuseSeconds))
         bindings.append(Int32(familyRate))
         bindings.append(familyPeriod)
-        bindings.append(addressKey)
-        bindings.append(Int32(addressRate))
-        bindings.append(addressPeriod)
         return bindings
     }
 
     func decodeRow(_ row: PostgresRow) throws -> Row {
-        let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, addressAllowed, addressAhead, scope) =
-            try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, Bool?, Double?, String?).self)
+        let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, scope) =
+            try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, String?).self)
         return Row(outcome: outcome, childHash: childHash, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
-                   retryAfter: retryAfter, email: email, displayName: displayName, addressAllowed: addressAllowed,
-                   addressAhead: addressAhead, scope: scope)
+                   retryAfter: retryAfter, email: email, displayName: displayName, scope: scope)
     }
 }

@@ -51,6 +51,11 @@ struct ClientAddress {
         return text.first == ":" && (1...5).contains(digits.count) && digits.allSatisfy { $0.isASCII && $0.isNumber }
     }
 
+    /// Whether a peer's `X-Forwarded-For` is read: it is one of the trusted proxies.
+    func isTrustedPeer(_ peer: String?) -> Bool {
+        peer.flatMap(IPNetwork.bytes(of:)).map(isTrusted) ?? false
+    }
+
     private func isTrusted(_ address: [UInt8]) -> Bool {
         trustedProxies.contains { $0.contains(address) }
     }

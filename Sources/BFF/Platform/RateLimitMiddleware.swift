@@ -1,6 +1,5 @@
 import HTTPTypes
 import Hummingbird
-import NIOConcurrencyHelpers
 
 extension HTTPField.Name {
     static let rateLimitLimit = Self("RateLimit-Limit")!
@@ -8,28 +7,20 @@ extension HTTPField.Name {
     static let rateLimitReset = Self("RateLimit-Reset")!
 }
 
-/// Applies a `RateLimiter` to the requests under a path prefix, keyed by client address.
-/// Rejections are 429 `rate_limited` with `Retry-After`; every answer carries the `RateLimit-*` headers.
+/// Applies a `RateLimiter` to the requests of some routes, each counted under the key `key` gives it
+/// (nil: not counted). Rejections are 429 `rate_limited` with `Retry-After`; every counted answer
+/// carries the `RateLimit-*` headers of the tightest limit it passed through.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let limiter: RateLimiter
-    let pathPrefix: String
-    let name: String
     let rate: Int
     let period: Duration
-    let clientAddress: ClientAddress
-    /// Paths whose handler counts the request inside its own statement (see `DeferredRateLimit`).
-    var deferredPaths: Set<String> = []
-    /// Paths under the prefix that are not limited.
-    var exemptPaths: Set<String> = []
+    /// The bucket a request is counted in, from its routed path (see `RouteTable.routedPath`); nil
+    /// for a request this limit does not apply to.
+    let key: @Sendable (_ path: String, _ request: Request, _ context: Context) -> String?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        let path = RouteTable.routedPath(request.uri.path)
-        guard path.hasPrefix(pathPrefix), !exemptPaths.contains(path) else { return try await next(request, context) }
-        let key = "\(name):\(clientAddress.resolve(request, context: context))"
-        if deferredPaths.contains(path) {
-            return try await deferred(request, context: context, key: key, next: next)
-        }
+        guard let key = key(RouteTable.routedPath(request.uri.path), request, context) else { return try await next(request, context) }
         let decision = try await limiter.limit(key: key, rate: rate, per: period)
         var response: Response
         if decision.allowed {
@@ -45,55 +36,30 @@ struct RateLimitMiddleware: RouterMiddleware {
         response.headers.applyRateLimit(decision)
         return response
     }
-
-    /// The handler takes the decision in its own statement and leaves it in the context's slot; a
-    /// request that ended before that statement (an invalid body, say) is counted here afterwards.
-    private func deferred(_ request: Request, context: Context, key: String,
-                          next: (Request, Context) async throws -> Response) async throws -> Response {
-        let slot = DeferredRateLimit(key: key, rate: rate, period: period)
-        var context = context
-        context.deferredRateLimit = slot
-        var response: Response
-        do {
-            response = try await next(request, context)
-        } catch {
-            response = ErrorMiddleware.response(for: error, context: context)
-        }
-        let decision: RateLimiter.Decision
-        if let taken = slot.decision {
-            decision = taken
-        } else {
-            decision = try await limiter.limit(key: key, rate: rate, per: period)
-            if !decision.allowed { response = APIError.rateLimited(decision).response() }
-        }
-        response.headers.applyRateLimit(decision)
-        return response
-    }
 }
 
-/// A per-address limit that the handler counts inside its own database statement, saving the
-/// request a round trip (refresh: `bff_refresh_rotate_ring`). The handler records the decision; the
-/// middleware puts it on the response.
-public final class DeferredRateLimit: Sendable {
-    let key: String
-    let rate: Int
-    let period: Duration
-    private let taken = NIOLockedValueBox<RateLimiter.Decision?>(nil)
-
-    init(key: String, rate: Int, period: Duration) {
-        self.key = key
-        self.rate = rate
-        self.period = period
+extension RateLimitMiddleware {
+    /// Login and logout per client address. Refresh is left out: many learners behind one school's
+    /// or carrier's address refresh every 15 minutes, and its 256-bit token and per-session limit
+    /// bound it. So are the IdP's back-channel logouts: they come from its few addresses, for every
+    /// user, and one refused is a session left signed in; each is a signed, single-use token.
+    static func authPerAddress(limiter: RateLimiter, rate: Int, clientAddress: ClientAddress) -> Self {
+        let exempt: Set<String> = ["/api/v1/auth/refresh", "/api/v1/auth/backchannel-logout"]
+        return Self(limiter: limiter, rate: rate, period: .seconds(60)) { path, request, context in
+            guard path.hasPrefix("/api/v1/auth/"), !exempt.contains(path) else { return nil }
+            return "auth:ip:\(clientAddress.resolve(request, context: context))"
+        }
     }
 
-    var decision: RateLimiter.Decision? { taken.withLockedValue { $0 } }
-
-    /// Records the decision of `bff_rate_limit_take`'s answer (see `RateLimiter.Decision`) and returns it.
-    @discardableResult
-    func record(allowed: Bool, ahead: Double) -> RateLimiter.Decision {
-        let decision = RateLimiter.Decision(allowed: allowed, ahead: ahead, rate: rate, periodSeconds: period.seconds)
-        taken.withLockedValue { $0 = decision }
-        return decision
+    /// Login starts per device id, beneath the address's limit: one app (or one script) cannot use up
+    /// a school's shared budget. A malformed device id is not counted; the operation refuses it.
+    static func loginPerDevice(limiter: RateLimiter, rate: Int) -> Self {
+        Self(limiter: limiter, rate: rate, period: .seconds(60)) { path, request, _ in
+            guard path == "/api/v1/auth/start", let device = request.uri.queryParameters["device_id"].map(String.init),
+                  AuthService.validDeviceID(device)
+            else { return nil }
+            return "auth:device:\(device)"
+        }
     }
 }
 
@@ -112,7 +78,9 @@ extension APIError {
 }
 
 extension HTTPFields {
+    /// Sets the `RateLimit-*` headers to `decision`, unless an inner limit already set tighter ones.
     mutating func applyRateLimit(_ decision: RateLimiter.Decision) {
+        if let inner = self[.rateLimitRemaining].flatMap(Int.init), inner <= decision.remaining, decision.allowed { return }
         self[.rateLimitLimit] = String(decision.limit)
         self[.rateLimitRemaining] = String(decision.remaining)
         self[.rateLimitReset] = String(Int(decision.resetAfter.rounded(.up)))

@@ -20,6 +20,7 @@ struct ConfigurationTests {
         #expect(configuration.corsOrigins == ["https://app.example.com"])
         #expect(configuration.accessTTL == 900 && configuration.refreshTTL == 2_592_000)
         #expect(configuration.revocationPollInterval == 5)
+        #expect(configuration.authRateLimit == 600 && configuration.authDeviceRateLimit == 20)
         #expect(configuration.database.host == "db.internal" && configuration.database.port == 6543)
         #expect(configuration.database.password == "secret" && configuration.database.tls == .require)
     }
@@ -36,6 +37,7 @@ struct ConfigurationTests {
         ("BFF_LOG_LEVEL", "loud"),
         ("BFF_REVOCATION_POLL_INTERVAL", "0"),
         ("BFF_REVOCATION_POLL_INTERVAL", "61"),
+        ("BFF_AUTH_DEVICE_RATE_LIMIT", "0"),
         // Each once crashed start-up with an index out of range.
         ("BFF_TRUSTED_PROXIES", "/"),
         ("BFF_TRUSTED_PROXIES", "10.0.0.0/8, /"),
