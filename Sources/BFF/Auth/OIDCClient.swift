@@ -54,8 +54,21 @@ struct JSONObjectPlaceholder: Codable, Sendable {
     func encode(to encoder: any Encoder) throws {}
 }
 
-/// An OpenID Connect relying party: discovery (cached for an hour), the JWKS (re-fetched on an unknown `kid`,
-/// at most once a minute; both fetched once for all concurrent callers), the code exchange with PKCE, and ID/logout token verification for RS256 and ES256.
+extension HTTPClient {
+    /// The IdP's client follows no redirect: a token request redirected with 307 or 308 would be
+    /// sent again, code and PKCE verifier included, wherever the redirect points (https to http
+    /// too). A redirect is an answer like any other non-2xx one. Process-wide like `.shared`.
+    static let withoutRedirects: HTTPClient = {
+        var configuration = HTTPClient.Configuration.singletonConfiguration
+        configuration.redirectConfiguration = .disallow
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+    }()
+}
+
+/// An OpenID Connect relying party: discovery (cached for an hour), the JWKS (kept as long as its
+/// `Cache-Control` allows, an hour without one; re-fetched on an unknown `kid` or a failed signature
+/// check, at most once a minute; both fetched once for all concurrent callers), the code exchange
+/// with PKCE, and ID/logout token verification for RS256 and ES256.
 final class OIDCClient: Sendable {
     struct Metadata: Decodable, Sendable {
         let issuer: String
@@ -74,6 +87,10 @@ final class OIDCClient: Sendable {
     private struct KeySet: Sendable {
         let keys: JWTKeyCollection
         let keyIDs: Set<String>
+        /// How long the provider lets the set be kept (its `Cache-Control: max-age`).
+        let maxAge: Duration
+        /// When it was fetched; also tells one fetch's set from the next.
+        let fetchedAt: ContinuousClock.Instant
     }
 
     let issuer: String
@@ -86,6 +103,10 @@ final class OIDCClient: Sendable {
     /// How old the JWKS must be before a token naming a key not in it fetches it again.
     private let jwksRefetchInterval: Duration
     static let metadataLifetime: Duration = .seconds(3600)
+    /// How long a JWKS without `Cache-Control: max-age` is kept, and the longest any is: a key the
+    /// provider withdrew (leaked, rotated out) stops being trusted within it.
+    static let defaultKeySetMaxAge: Duration = .seconds(3600)
+    static let longestKeySetMaxAge: Duration = .seconds(86_400)
     static let leeway: TimeInterval = 60
     /// How old a back-channel logout token may be, long enough for a provider's retries after an
     /// outage; its jti is remembered that long (migration 0009), so a replay within it does nothing.
@@ -94,7 +115,7 @@ final class OIDCClient: Sendable {
     /// `fetchFailureBackoff`: after a failed fetch of discovery or the JWKS, how long requests are
     /// refused as the provider being unavailable before the next fetch.
     init(
-        issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .shared,
+        issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .withoutRedirects,
         jwksRefetchInterval: Duration = .seconds(60), fetchFailureBackoff: Duration = .seconds(5)
     ) {
         let issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
@@ -109,13 +130,31 @@ final class OIDCClient: Sendable {
             guard Self.withoutTrailingSlashes(metadata.issuer) == issuer else {
                 throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
             }
+            try Self.requireSecureEndpoints(metadata, issuer: issuer)
             return metadata
         }
         self.metadataFetch = metadataFetch
         keySetFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
             let metadata = try await metadataFetch.get { _, age in age >= Self.metadataLifetime }
-            return try await Self.fetchKeySet(metadata.jwksURI, http: http, timeout: timeout)
+            return try await Self.fetchKeySet(metadata.jwksURI, http: http, timeout: timeout, shortestMaxAge: jwksRefetchInterval)
         }
+    }
+
+    /// The code and verifier go to the token endpoint, and the JWKS decides whom the server
+    /// believes: both over https, but for a provider on this host (the configuration allows an http
+    /// issuer only there, for development and tests).
+    static func requireSecureEndpoints(_ metadata: Metadata, issuer: String) throws {
+        let developmentIssuer = URL(string: issuer)?.scheme?.lowercased() == "http"
+        for (name, endpoint) in [("token_endpoint", metadata.tokenEndpoint), ("jwks_uri", metadata.jwksURI)] {
+            guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(), url.host != nil,
+                  scheme == "https" || (developmentIssuer && scheme == "http" && Self.isLoopback(url.host))
+            else { throw IdPUnavailable(reason: "discovery's \(name) is not an https URL") }
+        }
+    }
+
+    private static func isLoopback(_ host: String?) -> Bool {
+        guard let host = host?.lowercased() else { return false }
+        return ["localhost", "127.0.0.1", "::1", "[::1]"].contains(host)
     }
 
     func metadata() async throws -> Metadata {
@@ -168,7 +207,7 @@ final class OIDCClient: Sendable {
         let body = (form.percentEncodedQuery ?? "").replacingOccurrences(of: "+", with: "%2B")
         request.body = .bytes(ByteBuffer(string: body))
 
-        let (status, bytes) = try await Self.answer(to: request, named: "token endpoint", http: http, timeout: timeout)
+        let (status, _, bytes) = try await Self.answer(to: request, named: "token endpoint", http: http, timeout: timeout)
         switch status.code {
         case 200..<300:
             struct TokenResponse: Decodable { let id_token: String? }
@@ -238,21 +277,36 @@ final class OIDCClient: Sendable {
         guard let header = JOSEHeader(token: token), let alg = header.alg, ["RS256", "ES256"].contains(alg) else {
             throw IdPRejected(reason: "unsupported token algorithm")
         }
-        // A token naming a key not held refetches the JWKS (the provider rotated its keys), at most
-        // once a minute: anyone can send such a token to the logout endpoint.
+        // The set is fetched again once the provider's max-age has passed, and sooner, at most once
+        // a minute (anyone can send a token to the logout endpoint), for a token naming a key not
+        // held: the provider rotated its keys.
         let keys = try await keySetFetch.get { [jwksRefetchInterval] held, age in
-            header.kid.map { !held.keyIDs.contains($0) } == true && age >= jwksRefetchInterval
+            age >= held.maxAge || (header.kid.map { !held.keyIDs.contains($0) } == true && age >= jwksRefetchInterval)
         }
         if let kid = header.kid, !keys.keyIDs.contains(kid) { throw IdPRejected(reason: "unknown signing key") }
         do {
             return try await keys.keys.verify(token, as: Claims.self)
         } catch {
-            throw IdPRejected(reason: "signature: \(error)")
+            // A provider that rotated a key under the same kid: the held key fails the signature.
+            // One fetch, under the same rate as an unknown kid's, and one more try with what it brings.
+            let fresh = try await keySetFetch.get { [jwksRefetchInterval] held, age in
+                held.fetchedAt == keys.fetchedAt && age >= jwksRefetchInterval
+            }
+            guard fresh.fetchedAt != keys.fetchedAt, header.kid.map(fresh.keyIDs.contains) ?? true else {
+                throw IdPRejected(reason: "signature: \(error)")
+            }
+            do {
+                return try await fresh.keys.verify(token, as: Claims.self)
+            } catch {
+                throw IdPRejected(reason: "signature: \(error)")
+            }
         }
     }
 
-    private static func fetchKeySet(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> KeySet {
-        let json = try await getText(url, http: http, timeout: timeout)
+    private static func fetchKeySet(_ url: String, http: HTTPClient, timeout: TimeAmount, shortestMaxAge: Duration) async throws -> KeySet {
+        let (json, headers) = try await getText(url, http: http, timeout: timeout)
+        let maxAge = min(max(maxAge(cacheControl: headers[canonicalForm: "Cache-Control"]) ?? defaultKeySetMaxAge, shortestMaxAge),
+                         longestKeySetMaxAge)
         struct KeyIDs: Decodable { struct Key: Decodable { let kid: String? }; let keys: [Key] }
         guard let parsed = try? JSONDecoder().decode(KeyIDs.self, from: Data(json.utf8)) else {
             throw IdPUnavailable(reason: "JWKS is not valid JSON")
@@ -263,11 +317,30 @@ final class OIDCClient: Sendable {
         } catch {
             throw IdPUnavailable(reason: "JWKS could not be loaded: \(error)")
         }
-        return KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)))
+        return KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)), maxAge: maxAge, fetchedAt: .now)
+    }
+
+    /// How long `Cache-Control` lets an answer be kept: its `max-age`, zero for `no-store` or
+    /// `no-cache`, nil when it says neither.
+    static func maxAge(cacheControl values: [Substring]) -> Duration? {
+        var found: Duration?
+        for directive in values.flatMap({ $0.split(separator: ",") }) {
+            let parts = directive.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            switch parts.first {
+            case "no-store", "no-cache": return .zero
+            case "max-age":
+                guard parts.count == 2, let seconds = Int64(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))),
+                      seconds >= 0
+                else { continue }
+                found = .seconds(seconds)
+            default: continue
+            }
+        }
+        return found
     }
 
     private static func getJSON<T: Decodable>(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> T {
-        let text = try await getText(url, http: http, timeout: timeout)
+        let (text, _) = try await getText(url, http: http, timeout: timeout)
         do {
             return try JSONDecoder().decode(T.self, from: Data(text.utf8))
         } catch {
@@ -275,12 +348,12 @@ final class OIDCClient: Sendable {
         }
     }
 
-    private static func getText(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> String {
+    private static func getText(_ url: String, http: HTTPClient, timeout: TimeAmount) async throws -> (String, HTTPHeaders) {
         var request = HTTPClientRequest(url: url)
         request.headers.add(name: "Accept", value: "application/json")
-        let (status, body) = try await answer(to: request, named: url, http: http, timeout: timeout)
+        let (status, headers, body) = try await answer(to: request, named: url, http: http, timeout: timeout)
         guard status == .ok else { throw IdPUnavailable(reason: "\(url) answered \(status.code)") }
-        return String(buffer: body)
+        return (String(buffer: body), headers)
     }
 
     /// The status and the whole body within `timeout`: the client's own deadline ends with the
@@ -288,12 +361,12 @@ final class OIDCClient: Sendable {
     /// a shared fetch) until the connection's read timeout.
     private static func answer(
         to request: HTTPClientRequest, named name: String, http: HTTPClient, timeout: TimeAmount
-    ) async throws -> (HTTPResponseStatus, ByteBuffer) {
+    ) async throws -> (HTTPResponseStatus, HTTPHeaders, ByteBuffer) {
         let expired: @Sendable () -> any Error = { IdPUnavailable(reason: "\(name): no whole answer within \(timeout)") }
         do {
             return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) {
                 let response = try await http.execute(request, timeout: timeout)
-                return (response.status, try await response.body.collect(upTo: 1 << 20))
+                return (response.status, response.headers, try await response.body.collect(upTo: 1 << 20))
             }
         } catch let error as IdPUnavailable {
             throw error

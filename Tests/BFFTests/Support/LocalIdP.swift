@@ -11,13 +11,17 @@ import ServiceLifecycle
 /// Its token endpoint redeems only codes the test granted (`grant`), each once, and checks the PKCE
 /// verifier against the challenge of the authorization request, as a provider does.
 final class LocalIdP: Sendable {
-    let published = ES256PrivateKey()
+    private let publishedKey = NIOLockedValueBox((key: ES256PrivateKey(), kid: "published-key"))
     let unpublished = ES256PrivateKey()
-    let publishedKID = "published-key"
     /// Requests seen by the token endpoint (form bodies and Authorization headers).
     let tokenRequests = NIOLockedValueBox<[(form: String, authorization: String?)]>([])
     /// Codes granted and not redeemed yet: the PKCE challenge they were asked with and the ID token.
     private let grants = NIOLockedValueBox<[String: (challenge: String, idToken: String)]>([:])
+    /// The JWKS answer's `Cache-Control`, none when nil.
+    let jwksCacheControl = NIOLockedValueBox<String?>(nil)
+    /// The discovery document's token endpoint and JWKS URI, when the test wants others than its own.
+    let tokenEndpointOverride = NIOLockedValueBox<String?>(nil)
+    let jwksURIOverride = NIOLockedValueBox<String?>(nil)
     let port = NIOLockedValueBox<Int>(0)
     /// How many times discovery and the JWKS were fetched.
     let discoveryRequests = NIOLockedValueBox(0)
@@ -37,6 +41,19 @@ final class LocalIdP: Sendable {
     var base: String { "http://127.0.0.1:\(port.withLockedValue { $0 })" }
     var issuer: String { base + (trailingSlash ? "/" : "") }
 
+    /// The key the JWKS publishes now, and its key id.
+    var published: ES256PrivateKey { publishedKey.withLockedValue { $0.key } }
+    var publishedKID: String { publishedKey.withLockedValue { $0.kid } }
+
+    /// Withdraws the published key and publishes a new one, under `kid` (by default the same key id,
+    /// as a provider that rotates without changing `kid` does).
+    func rotatePublishedKey(kid: String? = nil) {
+        publishedKey.withLockedValue { $0 = (ES256PrivateKey(), kid ?? $0.kid) }
+    }
+
+    /// How many requests reached `/token-moved-here`, where `/token-moved` redirects with a 307.
+    let redirectedTokenRequests = NIOLockedValueBox(0)
+
     /// What the provider does when the learner signs in: `code` becomes redeemable once, by the
     /// verifier of `challenge`, for `idToken`.
     func grant(code: String, challenge: String, idToken: String) {
@@ -48,9 +65,11 @@ final class LocalIdP: Sendable {
         let router = Router()
         router.get("/.well-known/openid-configuration") { [self] _, _ -> Response in
             discoveryRequests.withLockedValue { $0 += 1 }
+            let tokenEndpoint = tokenEndpointOverride.withLockedValue { $0 } ?? "\(base)/token"
+            let jwksURI = jwksURIOverride.withLockedValue { $0 } ?? "\(base)/jwks"
             return json("""
-                {"issuer":"\(issuer)","authorization_endpoint":"\(base)/authorize","token_endpoint":"\(base)/token",
-                 "jwks_uri":"\(base)/jwks","id_token_signing_alg_values_supported":["ES256"]}
+                {"issuer":"\(issuer)","authorization_endpoint":"\(base)/authorize","token_endpoint":"\(tokenEndpoint)",
+                 "jwks_uri":"\(jwksURI)","id_token_signing_alg_values_supported":["ES256"]}
                 """)
         }
         router.get("/jwks") { [self] _, _ -> Response in
@@ -58,12 +77,17 @@ final class LocalIdP: Sendable {
             try await Task.sleep(for: jwksDelay.withLockedValue { $0 })
             let status = jwksStatus.withLockedValue { $0 }
             guard status == .ok else { return Response(status: status) }
-            let (x, y) = published.publicKey.parameters!
+            let (key, kid) = publishedKey.withLockedValue { $0 }
+            let (x, y) = key.publicKey.parameters!
             let text = """
-                {"keys":[{"kty":"EC","crv":"P-256","x":"\(x)","y":"\(y)","kid":"\(publishedKID)","alg":"ES256","use":"sig"}]}
+                {"keys":[{"kty":"EC","crv":"P-256","x":"\(x)","y":"\(y)","kid":"\(kid)","alg":"ES256","use":"sig"}]}
                 """
             let stall = jwksBodyStall.withLockedValue { $0 }
-            guard stall > .zero else { return json(text) }
+            guard stall > .zero else {
+                var response = json(text)
+                if let cacheControl = jwksCacheControl.withLockedValue({ $0 }) { response.headers[.cacheControl] = cacheControl }
+                return response
+            }
             let half = text.utf8.count / 2
             return Response(status: .ok, headers: [.contentType: "application/json"], body: .init { writer in
                 try await writer.write(ByteBuffer(string: String(text.prefix(half))))
@@ -85,6 +109,14 @@ final class LocalIdP: Sendable {
                 return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#)))
             }
             return json(#"{"access_token":"at","token_type":"Bearer","id_token":"\#(grant.idToken)"}"#)
+        }
+        // A token endpoint that moved: a 307 keeps the method and the body (code and verifier).
+        router.post("/token-moved") { [self] _, _ -> Response in
+            Response(status: .temporaryRedirect, headers: [.location: "\(base)/token-moved-here"])
+        }
+        router.post("/token-moved-here") { [self] _, _ -> Response in
+            redirectedTokenRequests.withLockedValue { $0 += 1 }
+            return Response(status: .badRequest)
         }
         let started = AsyncStream<Void>.makeStream()
         let app = Application(

@@ -1,0 +1,139 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import JWTKit
+import NIOCore
+import Testing
+@testable import BFF
+
+/// How the server treats its identity provider: how long it trusts the provider's keys, what it
+/// follows, where it sends secrets, and what it requires of the tokens. Only the tests that run the
+/// server make a database.
+@Suite("Identity provider trust", .timeLimit(.minutes(2)))
+struct IdentityProviderTests {
+
+    private static func client(_ idp: LocalIdP, refetchInterval: Duration) -> OIDCClient {
+        OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: refetchInterval)
+    }
+
+    @Test("a key the provider withdrew stops being trusted once the JWKS's max-age has passed")
+    func withdrawnKeyGoesStale() async throws {
+        try await LocalIdP().serve { idp in
+            idp.jwksCacheControl.withLockedValue { $0 = "public, max-age=1" }
+            let oidc = Self.client(idp, refetchInterval: .seconds(1))
+            let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            let signedByOldKey = try await idp.sign(claims)
+            #expect(try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1").sub.value == "student-42")
+            idp.rotatePublishedKey(kid: "next-key")
+            // Within the max-age the held set still answers: no fetch per token.
+            #expect(try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            try await Task.sleep(for: .milliseconds(1200))
+            await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1") }
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
+            #expect(try await oidc.verifyIDToken(try await idp.sign(claims), nonce: "n-1").sub.value == "student-42")
+        }
+    }
+
+    @Test("without Cache-Control the JWKS is kept for an hour, not fetched per token")
+    func defaultMaxAge() async throws {
+        try await LocalIdP().serve { idp in
+            let oidc = Self.client(idp, refetchInterval: .seconds(1))
+            let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1"))
+            #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            try await Task.sleep(for: .milliseconds(1200))
+            #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+        }
+        #expect(OIDCClient.maxAge(cacheControl: []) == nil)
+        #expect(OIDCClient.maxAge(cacheControl: ["public, max-age=600"]) == .seconds(600))
+        #expect(OIDCClient.maxAge(cacheControl: ["max-age=\"30\""]) == .seconds(30))
+        #expect(OIDCClient.maxAge(cacheControl: ["public", "MAX-AGE=5"]) == .seconds(5))
+        #expect(OIDCClient.maxAge(cacheControl: ["max-age=600, no-cache"]) == .zero)
+        #expect(OIDCClient.maxAge(cacheControl: ["no-store"]) == .zero)
+        #expect(OIDCClient.maxAge(cacheControl: ["max-age=-1", "max-age=soon"]) == nil)
+    }
+
+    @Test("a provider that rotates its key under the same kid: a failed signature check fetches the JWKS once more and the new key verifies; a forged token still fails")
+    func keyRotatedUnderTheSameKid() async throws {
+        try await LocalIdP().serve { idp in
+            let oidc = Self.client(idp, refetchInterval: .zero)
+            let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            #expect(try await oidc.verifyIDToken(try await idp.sign(claims), nonce: "n-1").sub.value == "student-42")
+            idp.rotatePublishedKey()
+            #expect(try await oidc.verifyIDToken(try await idp.sign(claims), nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
+            let forged = try await idp.sign(claims, withPublishedKey: false, kid: idp.publishedKID)
+            await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(forged, nonce: "n-1") }
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 3)
+        }
+    }
+
+    @Test("the re-fetch after a failed signature check is rate limited like an unknown kid's: forged tokens within the interval fetch nothing")
+    func signatureRefetchIsRateLimited() async throws {
+        try await LocalIdP().serve { idp in
+            let oidc = Self.client(idp, refetchInterval: .seconds(60))
+            let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            #expect(try await oidc.verifyIDToken(try await idp.sign(claims), nonce: "n-1").sub.value == "student-42")
+            let forged = try await idp.sign(claims, withPublishedKey: false, kid: idp.publishedKID)
+            for _ in 0..<5 {
+                await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(forged, nonce: "n-1") }
+            }
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+        }
+    }
+
+    @Test("a token endpoint that redirects is not followed: the code and verifier go nowhere else, and the login is 503 idp_unavailable")
+    func tokenEndpointRedirectNotFollowed() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        try await LocalIdP().serve { idp in
+            idp.tokenEndpointOverride.withLockedValue { $0 = "\(idp.base)/token-moved" }
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                let login = AppLogin(deviceID: "android-redirect-1")
+                let response = try await idp.signIn(login, as: TestIDClaims(iss: .init(value: idp.issuer)), with: client)
+                #expect(response.status == .serviceUnavailable && response.errorCode == "idp_unavailable", "\(response.text)")
+            }
+            #expect(idp.redirectedTokenRequests.withLockedValue { $0 } == 0)
+        }
+    }
+
+    @Test("discovery naming a token endpoint or JWKS elsewhere over plain http is refused (503), even for a development issuer on this host")
+    func plainHTTPEndpointsRefused() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        for field in ["token_endpoint", "jwks_uri"] {
+            try await LocalIdP().serve { idp in
+                let elsewhere = "http://idp.example.net/\(field)"
+                if field == "token_endpoint" {
+                    idp.tokenEndpointOverride.withLockedValue { $0 = elsewhere }
+                } else {
+                    idp.jwksURIOverride.withLockedValue { $0 = elsewhere }
+                }
+                let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+                try await app.live { client in
+                    let response = try await client.execute(uri: AppLogin(deviceID: "android-http-01").startURI, method: .get)
+                    #expect(response.status == .serviceUnavailable && response.errorCode == "idp_unavailable", "\(field): \(response.text)")
+                }
+            }
+        }
+    }
+
+    @Test("for an https issuer, discovery's token endpoint and JWKS must be https, wherever they are")
+    func httpsIssuerEndpoints() throws {
+        func metadata(token: String, jwks: String) -> OIDCClient.Metadata {
+            .init(issuer: "https://idp.example.com", authorizationEndpoint: "https://idp.example.com/authorize", tokenEndpoint: token, jwksURI: jwks)
+        }
+        let issuer = "https://idp.example.com"
+        #expect(throws: Never.self) {
+            try OIDCClient.requireSecureEndpoints(metadata(token: "https://idp.example.com/token", jwks: "https://keys.example.com/jwks"), issuer: issuer)
+        }
+        for (token, jwks) in [("http://idp.example.com/token", "https://idp.example.com/jwks"),
+                              ("https://idp.example.com/token", "http://idp.example.com/jwks"),
+                              ("http://127.0.0.1/token", "https://idp.example.com/jwks"),
+                              ("https://idp.example.com/token", "not a url")] {
+            #expect(throws: IdPUnavailable.self, "\(token) \(jwks)") {
+                try OIDCClient.requireSecureEndpoints(metadata(token: token, jwks: jwks), issuer: issuer)
+            }
+        }
+    }
+}
