@@ -29,6 +29,8 @@ struct IDTokenClaims: JWTPayload {
     let email: String?
     let name: String?
     let sid: String?
+    /// The authorized party (Core §2): required to be this client when `aud` names others too.
+    let azp: String?
 
     func verify(using algorithm: some JWTAlgorithm) throws {}
 }
@@ -227,6 +229,11 @@ final class OIDCClient: Sendable {
     func verifyIDToken(_ token: String, nonce: String, now: Date = Date()) async throws -> IDTokenClaims {
         let claims: IDTokenClaims = try await verifySignature(token)
         try checkCommon(iss: claims.iss.value, aud: claims.aud.value, iat: claims.iat.value, now: now)
+        // Core §3.1.3.7 (4, 5): a token for several audiences must name this client as the party it
+        // was issued to; one naming another party is not ours, whatever its audience says.
+        if claims.aud.value.count > 1 || claims.azp != nil {
+            guard claims.azp == clientID else { throw IdPRejected(reason: "azp is not this client") }
+        }
         guard claims.exp.value.addingTimeInterval(Self.leeway) > now else { throw IdPRejected(reason: "id token expired") }
         guard claims.nonce == nonce else { throw IdPRejected(reason: "nonce mismatch") }
         // The account's key and the back-channel logout's key: a value that does not fit its column

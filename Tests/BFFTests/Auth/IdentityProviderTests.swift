@@ -136,4 +136,22 @@ struct IdentityProviderTests {
             }
         }
     }
+
+    @Test("an ID token for several audiences must name this client in azp; an azp naming another party is refused",
+          arguments: ["two audiences, no azp", "two audiences, azp another", "one audience, azp another", "two audiences, azp us", "one audience, azp us"])
+    func authorizedParty(_ variant: String) async throws {
+        try await LocalIdP().serve { idp in
+            var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
+            if variant.hasPrefix("two") { claims.aud = .init(value: ["bff-tests", "another-client"]) }
+            if variant.hasSuffix("azp another") { claims.azp = "another-client" }
+            if variant.hasSuffix("azp us") { claims.azp = "bff-tests" }
+            let token = try await idp.sign(claims)
+            let oidc = Self.client(idp, refetchInterval: .seconds(60))
+            if variant.hasSuffix("azp us") {
+                #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            } else {
+                await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
+            }
+        }
+    }
 }

@@ -163,6 +163,7 @@ struct TestIDClaims: JWTPayload {
     var email: String? = "student42@example.com"
     var name: String? = "Student 42"
     var sid: String? = "idp-session-1"
+    var azp: String?
 
     func verify(using algorithm: some JWTAlgorithm) throws {}
 }
