@@ -230,8 +230,11 @@ struct IdentityRepository: Sendable {
     /// `idpSessionID`; returns the families it revoked. Nil when the token was acted on before: then
     /// nothing is revoked again, so a replay cannot end the sessions begun since. A failure leaves
     /// the token unremembered.
-    /// Families begun after the token was issued are left alone: a first delivery that arrives late
-    /// (the provider retries after an outage) must not end a session the user started since.
+    /// A token naming only the subject leaves alone the families begun after it was issued: a first
+    /// delivery that arrives late (the provider retries after an outage) must not end a session the
+    /// user started since. A token naming an IdP session ends that session's families whenever they
+    /// began: the session it names is over, and a login completed from it (its code exchanged after
+    /// the token was issued) must not outlive it.
     func backchannelLogout(issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
                            idpSessionID: String?) async throws -> [UUID]? {
         try await database.run { client in
@@ -245,7 +248,7 @@ struct IdentityRepository: Sendable {
                     FROM users u
                     WHERE EXISTS (SELECT 1 FROM first_delivery)
                       AND u.id = f.user_id AND u.issuer = \(issuer) AND f.revoked_at IS NULL
-                      AND f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway))
+                      AND (\(idpSessionID)::text IS NOT NULL OR f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway)))
                       AND (\(subject)::text IS NULL OR u.subject = \(subject))
                       AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
                     RETURNING f.id

@@ -42,7 +42,7 @@ struct LogoutTokenClaims: JWTPayload {
     let iat: IssuedAtClaim
     let exp: ExpirationClaim?
     let jti: IDClaim
-    let events: [String: JSONObjectPlaceholder]
+    let events: [String: EventValue]
     let sub: SubjectClaim?
     let sid: String?
     let nonce: String?
@@ -50,10 +50,25 @@ struct LogoutTokenClaims: JWTPayload {
     func verify(using algorithm: some JWTAlgorithm) throws {}
 }
 
-/// Any JSON object; the logout event's member is `{}` and its content is not read.
-struct JSONObjectPlaceholder: Codable, Sendable {
-    init(from decoder: any Decoder) throws {}
-    func encode(to encoder: any Encoder) throws {}
+/// A member of a logout token's `events`: only whether it is a JSON object is read (the
+/// back-channel logout event's must be one, §2.4); its content is not.
+struct EventValue: Codable, Sendable {
+    let isObject: Bool
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    init(from decoder: any Decoder) throws {
+        isObject = (try? decoder.container(keyedBy: AnyKey.self)) != nil
+    }
+
+    func encode(to encoder: any Encoder) throws {
+        _ = encoder.container(keyedBy: AnyKey.self)
+    }
 }
 
 extension HTTPClient {
@@ -247,9 +262,11 @@ final class OIDCClient: Sendable {
     func verifyLogoutToken(_ token: String, now: Date = Date()) async throws -> LogoutTokenClaims {
         let claims: LogoutTokenClaims = try await verifySignature(token)
         try checkCommon(iss: claims.iss.value, aud: claims.aud.value, iat: claims.iat.value, now: now)
-        if let exp = claims.exp, exp.value.addingTimeInterval(Self.leeway) <= now { throw IdPRejected(reason: "logout token expired") }
-        guard claims.events["http://schemas.openid.net/event/backchannel-logout"] != nil else {
-            throw IdPRejected(reason: "logout token lacks the back-channel logout event")
+        // Back-Channel Logout 1.0 §2.4 (errata 1): exp is required.
+        guard let exp = claims.exp else { throw IdPRejected(reason: "logout token has no exp") }
+        guard exp.value.addingTimeInterval(Self.leeway) > now else { throw IdPRejected(reason: "logout token expired") }
+        guard claims.events["http://schemas.openid.net/event/backchannel-logout"]?.isObject == true else {
+            throw IdPRejected(reason: "logout token lacks the back-channel logout event as an object")
         }
         guard claims.nonce == nil else { throw IdPRejected(reason: "logout token carries a nonce") }
         guard claims.sub != nil || claims.sid != nil else { throw IdPRejected(reason: "logout token has neither sub nor sid") }

@@ -154,4 +154,72 @@ struct IdentityProviderTests {
             }
         }
     }
+
+    @Test("a logout token without exp, expired, or whose back-channel event is not an object, is 400 and ends nothing")
+    func logoutTokenClaims() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        try await LocalIdP().serve { idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                var claims = TestIDClaims(iss: .init(value: idp.issuer))
+                claims.sub = "student-claims"
+                let login = try await idp.signIn(AppLogin(deviceID: "android-claims-1"), as: claims, with: client)
+                let access = try #require(login.json["access_token"] as? String)
+                for variant in ["no exp", "event is a string", "expired"] {
+                    var logout = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-claims")
+                    switch variant {
+                    case "no exp": logout.exp = nil
+                    case "event is a string": logout.events = ["http://schemas.openid.net/event/backchannel-logout": .string("logout")]
+                    default: logout.exp = .init(value: Date().addingTimeInterval(-120))
+                    }
+                    let refused = try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                        body: ByteBuffer(string: "logout_token=\(try await idp.sign(logout))"))
+                    #expect(refused.status == .badRequest && refused.errorCode == "invalid_logout_token", "\(variant): \(refused.text)")
+                }
+                #expect(try await client.me(access).status == .ok)
+                // The control: the same token, well formed, ends the session.
+                let valid = try await client.execute(
+                    uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                    body: ByteBuffer(string: "logout_token=\(try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-claims")))"))
+                #expect(valid.status == .ok)
+                #expect(try await client.me(access).status == .unauthorized)
+            }
+        }
+    }
+
+    @Test("a logout token naming an IdP session ends that session's families even when they began after the token was issued; a sub-only one does not")
+    func sessionNamedLogoutHasNoCreationWindow() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        try await LocalIdP().serve { idp in
+            let app = try await makeTestApp(
+                database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer, "BFF_REVOCATION_POLL_INTERVAL": "60"])
+            let form: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+            try await app.live { client in
+                func signIn(_ sid: String, device: String) async throws -> String {
+                    var claims = TestIDClaims(iss: .init(value: idp.issuer))
+                    claims.sub = "student-window"
+                    claims.sid = sid
+                    let login = try await idp.signIn(AppLogin(deviceID: device), as: claims, with: client)
+                    #expect(login.status == .ok, "\(login.text)")
+                    return try #require(login.json["access_token"] as? String)
+                }
+                let named = try await signIn("idp-session-named", device: "android-window-1")
+                let other = try await signIn("idp-session-other", device: "android-window-2")
+                // Issued five minutes ago, before either login began.
+                var bySession = TestLogoutClaims(iss: .init(value: idp.issuer), sid: "idp-session-named")
+                bySession.iat = .init(value: Date().addingTimeInterval(-300))
+                var bySubject = TestLogoutClaims(iss: .init(value: idp.issuer), sub: "student-window")
+                bySubject.iat = .init(value: Date().addingTimeInterval(-300))
+                for token in [bySession, bySubject] {
+                    let response = try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form,
+                        body: ByteBuffer(string: "logout_token=\(try await idp.sign(token))"))
+                    #expect(response.status == .ok, "\(response.text)")
+                }
+                #expect(try await client.me(named).status == .unauthorized)
+                #expect(try await client.me(other).status == .ok)
+            }
+        }
+    }
 }

@@ -170,12 +170,30 @@ struct TestIDClaims: JWTPayload {
 
 /// A back-channel logout token's claims.
 struct TestLogoutClaims: JWTPayload {
-    struct Event: Codable {}
+    /// An event's value: `{}` as the specification has it, or a string, which it does not allow.
+    enum Event: Codable {
+        case object
+        case string(String)
+
+        init(from decoder: any Decoder) throws { self = .object }
+
+        func encode(to encoder: any Encoder) throws {
+            switch self {
+            case .object: _ = encoder.container(keyedBy: EmptyKeys.self)
+            case .string(let text):
+                var container = encoder.singleValueContainer()
+                try container.encode(text)
+            }
+        }
+
+        private enum EmptyKeys: CodingKey {}
+    }
     var iss: IssuerClaim
     var aud: AudienceClaim = "bff-tests"
     var iat: IssuedAtClaim = .init(value: Date())
+    var exp: ExpirationClaim? = .init(value: Date().addingTimeInterval(120))
     var jti: IDClaim = .init(value: UUID().uuidString)
-    var events: [String: Event] = ["http://schemas.openid.net/event/backchannel-logout": Event()]
+    var events: [String: Event] = ["http://schemas.openid.net/event/backchannel-logout": .object]
     var sub: SubjectClaim?
     var sid: String?
     var nonce: String?
