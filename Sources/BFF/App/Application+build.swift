@@ -97,7 +97,8 @@ public func buildApplication(
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
     router.add(middleware: AuthenticationMiddleware(
-        tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes))
+        tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,
+        allowedOrigins: configuration.corsOrigins))
     router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 

@@ -41,6 +41,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     let tokens: AccessTokens
     let revoked: RevokedSessions
     let routes: RouteTableBox
+    /// `BFF_CORS_ORIGINS`: the only origins a cookie-authenticated unsafe request may come from.
+    let allowedOrigins: Set<String>
 
     /// The operations of the contract that take no token (`security: []`); every other one under
     /// `/api/v1` needs a token. A test holds this list against openapi.yaml.
@@ -74,7 +76,17 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        context.authentication = authenticate(request)
+        let (authentication, byCookie) = authenticate(request)
+        context.authentication = authentication
+        // A browser attaches the cookie to a cross-site form post or fetch as well (a `SameSite`
+        // the web sets is no defence on older browsers, nor from a sibling subdomain): a request
+        // that acts as the learner by cookie must come from one of the web's own origins. Only a
+        // valid cookie needs this: an invalid one acts as nobody.
+        if byCookie, case .authenticated = authentication, !Self.safeMethods.contains(request.method),
+           request.headers[.origin].map(allowedOrigins.contains) != true {
+            throw APIError(.forbidden, "origin_not_allowed",
+                           "A request authenticated by the session cookie must come from an allowed origin.")
+        }
         // Only requests without a valid token, or with a token narrower than the apps get, look
         // the operation up.
         switch context.authentication {
@@ -99,18 +111,24 @@ struct AuthenticationMiddleware: RouterMiddleware {
         return routes.operation(for: path, method: request.method)
     }
 
-    func authenticate(_ request: Request) -> Authentication {
+    static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options]
+
+    /// What the credentials say, and whether they came from the cookie.
+    func authenticate(_ request: Request) -> (Authentication, byCookie: Bool) {
         let token: String
+        let byCookie: Bool
         if let header = request.headers[.authorization] {
-            guard let credentials = Self.bearerCredentials(header) else { return .invalid }
+            guard let credentials = Self.bearerCredentials(header) else { return (.invalid, false) }
             token = credentials
+            byCookie = false
         } else if let cookie = request.cookies["bff_session"]?.value, !cookie.isEmpty {
             token = cookie
+            byCookie = true
         } else {
-            return .anonymous
+            return (.anonymous, false)
         }
-        guard let principal = try? tokens.verify(token), !revoked.contains(principal.familyID) else { return .invalid }
-        return .authenticated(principal)
+        guard let principal = try? tokens.verify(token), !revoked.contains(principal.familyID) else { return (.invalid, byCookie) }
+        return (.authenticated(principal), byCookie)
     }
 
     /// The token of `Bearer <token>` (scheme case-insensitive, RFC 9110 §11.1), spaces around it trimmed.
