@@ -76,10 +76,25 @@ struct AuthService: Sendable {
             issuer: oidc.issuer, subject: claims.sub.value,
             email: Self.profileText(claims.email, limit: 320, shorten: false),
             displayName: Self.profileText(claims.name, limit: 200, shorten: true))
-        try await identity.touchDevice(userID: user.id, deviceID: login.deviceID)
+        try await signIn(user.id, on: login.deviceID)
         let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
         return pair(for: refresh, user: user)
+    }
+
+    /// Puts the device in `userID`'s name: one device, one account. Another account's sessions and
+    /// push tokens on it end here, so that the learner who signed in before cannot be reached
+    /// through it, nor keep a session on a device now in someone else's hands.
+    func signIn(_ userID: UUID, on deviceID: String) async throws {
+        let takenOver = try await identity.claimDevice(userID: userID, deviceID: deviceID)
+        guard !takenOver.families.isEmpty || !takenOver.previousUsers.isEmpty else { return }
+        revokedSessions.record(takenOver.families)
+        logger.warning("security: device moved to another account; the previous account's sessions on it ended", metadata: [
+            "event": "device_taken_over",
+            "user_id": .string(userID.uuidString),
+            "previous_user_ids": .array(takenOver.previousUsers.map { .string($0.uuidString) }),
+            "families_revoked": .stringConvertible(takenOver.families.count),
+        ])
     }
 
     /// Profile claims are the learner's own text at the IdP and must not fail a login: trimmed, no

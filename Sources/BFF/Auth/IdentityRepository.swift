@@ -137,18 +137,53 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    /// Records that `deviceID` is in use by `userID` now (a device signed in by another user moves to it).
-    func touchDevice(userID: UUID, deviceID: String) async throws {
+    /// What signing in on a device took from other accounts.
+    struct DeviceTakeover: Sendable, Equatable {
+        var families: [UUID] = []
+        var previousUsers: [UUID] = []
+    }
+
+    /// Records that `deviceID` is in use by `userID` now. One device, one account: the device's row
+    /// moves to `userID`, and every other account's live sessions and push tokens on it end, in one
+    /// transaction. Returns the families revoked and the accounts that lost the device.
+    func claimDevice(userID: UUID, deviceID: String) async throws -> DeviceTakeover {
         try await database.run { client in
-            _ = try await client.query("""
-                INSERT INTO devices (device_id, user_id, last_seen_at) VALUES (\(deviceID), \(userID), now())
-                ON CONFLICT (device_id) DO UPDATE SET user_id = excluded.user_id, last_seen_at = now()
-                """)
+            try await client.withTransaction(logger: database.logger) { connection in
+                // Families before the device row: the order in which a refresh takes its locks.
+                let families = try await connection.query("""
+                    UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'device_taken_over'
+                    WHERE device_id = \(deviceID) AND user_id <> \(userID) AND revoked_at IS NULL
+                    RETURNING id, user_id
+                    """, logger: database.logger)
+                var takeover = DeviceTakeover()
+                var previous = Set<UUID>()
+                for try await (family, user) in families.decode((UUID, UUID).self) {
+                    takeover.families.append(family)
+                    previous.insert(user)
+                }
+                let moved = try await connection.query("""
+                    WITH before AS (
+                        SELECT user_id FROM devices WHERE device_id = \(deviceID) AND user_id <> \(userID) FOR UPDATE
+                    ), upsert AS (
+                        INSERT INTO devices (device_id, user_id, last_seen_at) VALUES (\(deviceID), \(userID), now())
+                        ON CONFLICT (device_id) DO UPDATE SET user_id = excluded.user_id, last_seen_at = now()
+                    )
+                    SELECT user_id FROM before
+                    """, logger: database.logger)
+                for try await user in moved.decode(UUID.self) { previous.insert(user) }
+                let tokens = try await connection.query(
+                    "DELETE FROM push_tokens WHERE device_id = \(deviceID) AND user_id <> \(userID) RETURNING user_id",
+                    logger: database.logger)
+                for try await user in tokens.decode(UUID.self) { previous.insert(user) }
+                takeover.previousUsers = previous.sorted { $0.uuidString < $1.uuidString }
+                return takeover
+            }
         }
     }
 
     /// The user's devices: those whose row is theirs, and those they still have a live session on
-    /// although another user signed in there since (the row moves; see `touchDevice`).
+    /// without the row (sessions begun before one device meant one account, which `claimDevice`
+    /// now ensures), so that they can still be reported lost.
     func devices(userID: UUID) async throws -> [DeviceRecord] {
         try await database.run { client in
             let rows = try await client.query("""
@@ -171,9 +206,8 @@ struct IdentityRepository: Sendable {
     }
 
     /// A lost-device report: every live session of the user on the device, their push tokens on it,
-    /// and the device's row while it is still theirs. On a shared device the row belongs to whoever
-    /// signed in last, but an earlier user's sessions there remain theirs to revoke. Nil when the
-    /// user has neither (another user's device is left untouched); else the families revoked.
+    /// and the device's row while it is still theirs. Nil when the user has neither (another user's
+    /// device is left untouched); else the families revoked.
     func removeDevice(userID: UUID, deviceID: String) async throws -> [UUID]? {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in

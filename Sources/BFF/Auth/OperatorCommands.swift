@@ -43,7 +43,7 @@ extension Commands {
                         ON CONFLICT (id) DO NOTHING
                         """)
                     guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
-                    try await auth.identity.touchDevice(userID: userID, deviceID: deviceID)
+                    try await auth.signIn(userID, on: deviceID)
                     let refresh = try await auth.refreshTokens.startFamily(
                         userID: userID, deviceID: deviceID, idpSessionID: nil, scopes: scopes)
                     return (index, auth.pair(for: refresh, user: user))

@@ -141,7 +141,7 @@ struct AuthenticationHTTPTests {
     func issue(scopes: [String] = AccessTokens.allScopes) async throws -> Commands.IssuedPair {
         try await Commands.issueToken(
             environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]),
-            userID: UUID(), deviceID: "device-http-1", scopes: scopes)
+            userID: UUID(), deviceID: "device-\(UUID().uuidString.prefix(8))", scopes: scopes)
     }
 
     @Test("401 invalid_token with WWW-Authenticate for a missing or bad token; 403 insufficient_scope without the scope")

@@ -9,6 +9,9 @@ import Testing
 @Suite("Refresh rotation")
 struct RefreshRotationTests {
     let database: DatabaseURL
+    /// The one learner of a test: one device is one account's (a second account signing in there
+    /// would end the first one's sessions).
+    let user = UUID()
     static let device = "device-rot-1"
 
     init() async throws {
@@ -20,7 +23,7 @@ struct RefreshRotationTests {
     }
 
     private func login() async throws -> Commands.IssuedPair {
-        try await Commands.issueToken(environment: environment, userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes)
+        try await Commands.issueToken(environment: environment, userID: user, deviceID: Self.device, scopes: AccessTokens.allScopes)
     }
 
     private static func body(_ token: String, device: String = device) -> ByteBuffer {
@@ -61,9 +64,9 @@ struct RefreshRotationTests {
             return try #require(try JSONSerialization.jsonObject(with: Data(payload)) as? [String: Any])["scope"] as? String
         }
         let narrow = try await Commands.issueToken(
-            environment: environment, userID: UUID(), deviceID: Self.device, scopes: ["chat:rw", "profile:read", "chat:rw"])
+            environment: environment, userID: user, deviceID: Self.device, scopes: ["chat:rw", "profile:read", "chat:rw"])
         let full = try await Commands.issueToken(
-            environment: environment, userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes.reversed())
+            environment: environment, userID: user, deviceID: Self.device, scopes: AccessTokens.allScopes.reversed())
         let app = try await makeTestApp(database: database, environment: ["BFF_AUTH_RATE_LIMIT": "10000"])
         try await app.live { client in
             func refresh(_ token: String) async throws -> TestResponse {
@@ -90,14 +93,14 @@ struct RefreshRotationTests {
     @Test("bff auth issue-token refuses no scope at all, and a database whose schema is behind this build")
     func issueTokenRefusals() async throws {
         let none = await #expect(throws: ConfigurationError.self) {
-            try await Commands.issueToken(environment: environment, userID: UUID(), deviceID: Self.device, scopes: [])
+            try await Commands.issueToken(environment: environment, userID: user, deviceID: Self.device, scopes: [])
         }
         #expect(none?.variable == "--scope")
         let behind = try await TestDatabases.shared.makeEmpty()
         await #expect(throws: MigrationError.self) {
             try await Commands.issueToken(
                 environment: TestEnvironment.serverEnvironment(database: behind, ["BFF_LOG_LEVEL": "critical"]),
-                userID: UUID(), deviceID: Self.device, scopes: AccessTokens.allScopes)
+                userID: user, deviceID: Self.device, scopes: AccessTokens.allScopes)
         }
     }
 
