@@ -151,27 +151,3 @@ public func buildApplication(
     }
     return app
 }
-
-/// `Strict-Transport-Security` whenever this process terminates TLS itself.
-struct HSTSMiddleware: RouterMiddleware {
-    typealias Context = AppRequestContext
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        var response = try await next(request, context)
-        response.headers[.strictTransportSecurity] = "max-age=31536000; includeSubDomains"
-        return response
-    }
-}
-
-/// NIOSSL's errors name neither the file nor what was wrong with it ("failedToLoadCertificate"),
-/// which is all an operator would see.
-private func loadPEM<Value>(_ variable: String, _ path: String, as what: String, _ load: () throws -> Value) throws -> Value {
-    guard FileManager.default.isReadableFile(atPath: path) else {
-        throw ConfigurationError(variable, "names \(path), which does not exist or is not readable by this user")
-    }
-    do {
-        return try load()
-    } catch {
-        throw ConfigurationError(variable, "names \(path), which could not be read as a PEM \(what) (\(error))")
-    }
-}
