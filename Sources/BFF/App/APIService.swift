@@ -13,8 +13,8 @@ struct APIService: APIProtocol {
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
-        auth = dependencies.authService
-        chats = ChatRepository(database: dependencies.database, firstPages: dependencies.chatFirstPages)
+        auth = dependencies.auth
+        chats = dependencies.chats
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)
         settings = SettingsRepository(database: dependencies.database)
     }

@@ -9,7 +9,9 @@ import OpenAPIRuntime
 import PostgresNIO
 import ServiceLifecycle
 
-/// What one server process owns: its configuration, database pool and migrations.
+/// What one server process owns, each built once: its configuration, database pool, migrations
+/// and the services the handlers share (the IdP client's discovery and key caches, the chat list's
+/// first-page batcher).
 public struct AppDependencies: Sendable {
     public let configuration: AppConfiguration
     public let database: Database
@@ -17,7 +19,8 @@ public struct AppDependencies: Sendable {
     public let logger: Logger
     public let accessTokens: AccessTokens
     public let revokedSessions: RevokedSessions
-    let chatFirstPages: FirstPageBatcher
+    let auth: AuthService
+    let chats: ChatRepository
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()
@@ -31,16 +34,12 @@ public struct AppDependencies: Sendable {
         self.database = Database(
             configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
             poolSize: configuration.databasePoolSize, logger: dbLogger)
-        self.chatFirstPages = FirstPageBatcher(database: database)
         self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
         self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
             lifetime: configuration.accessTTL)
         self.revokedSessions = RevokedSessions(accessTokenLifetime: configuration.accessTTL)
-    }
-
-    var authService: AuthService {
-        AuthService(
+        self.auth = AuthService(
             configuration: configuration,
             identity: IdentityRepository(database: database),
             refreshTokens: RefreshTokenStore(
@@ -50,6 +49,7 @@ public struct AppDependencies: Sendable {
             revokedSessions: revokedSessions,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
             logger: logger)
+        self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database))
     }
 }
 
@@ -68,15 +68,55 @@ public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput)
     return logger
 }
 
-/// Builds the HTTP application: middleware in the order of a request's life, the generated
-/// operations, 405s for known paths, and `/metrics`. The database pool runs as one of its services
-/// and the server refuses to start on a schema behind this build, or when it cannot read the
-/// revoked sessions.
+/// Builds the HTTP application around `buildRouter`: the server (TLS when configured), the
+/// database pools and the housekeeping and revocation services. The server refuses to start on a
+/// schema behind this build, or when it cannot read the revoked sessions.
 /// `extraRoutes` lets an embedding program (and the tests) add routes behind the same middleware.
 public func buildApplication(
     _ dependencies: AppDependencies,
     extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
 ) throws -> some ApplicationProtocol {
+    let configuration = dependencies.configuration
+    let router = try buildRouter(dependencies, extraRoutes: extraRoutes)
+    let server: HTTPServerBuilder
+    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
+        var tls = TLSConfiguration.makeServerConfiguration(
+            certificateChain: try loadPEM("BFF_TLS_CERT", certificate, as: "certificate chain") {
+                try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) }
+            },
+            privateKey: .privateKey(try loadPEM("BFF_TLS_KEY", key, as: "private key") { try NIOSSLPrivateKey(file: key, format: .pem) }))
+        tls.minimumTLSVersion = .tlsv13
+        server = try .tls(.http1(), tlsConfiguration: tls)
+    } else {
+        server = .http1()
+    }
+
+    var app = Application(
+        router: router,
+        server: server,
+        configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
+        logger: dependencies.logger)
+    for client in dependencies.database.clients { app.addServices(client) }
+    let started = StartupGate()
+    app.addServices(MaintenanceService(dependencies: dependencies, started: started))
+    let revocations = RevocationWatcher(dependencies: dependencies)
+    app.addServices(revocations)
+    app.beforeServerStarts {
+        try await dependencies.database.waitUntilReachable(configuration.database)
+        try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
+        // No request is served before the revocations an unexpired access token may belong to are known.
+        try await revocations.poll()
+        started.open()
+    }
+    return app
+}
+
+/// The routes and their middleware, in the order of a request's life: the generated operations,
+/// the chat list served natively, 405s for known paths, and `/metrics`.
+func buildRouter(
+    _ dependencies: AppDependencies,
+    extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
+) throws -> Router<AppRequestContext> {
     let configuration = dependencies.configuration
     let router = Router(context: AppRequestContext.self)
     let clientAddress = ClientAddress(trustedProxies: configuration.trustedProxies)
@@ -113,41 +153,9 @@ public func buildApplication(
     }
 
     extraRoutes(router)
-    let chatList = ChatListRoute(chats: ChatRepository(database: dependencies.database, firstPages: dependencies.chatFirstPages))
-    chatList.register(on: router)
+    ChatListRoute(chats: dependencies.chats).register(on: router)
     try APIService(dependencies: dependencies).registerHandlers(
         on: RecordingTransport(router: router, routes: routes, servedNatively: [(ChatListRoute.method, ChatListRoute.path)]),
         configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
-
-    let server: HTTPServerBuilder
-    if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
-        var tls = TLSConfiguration.makeServerConfiguration(
-            certificateChain: try loadPEM("BFF_TLS_CERT", certificate, as: "certificate chain") {
-                try NIOSSLCertificate.fromPEMFile(certificate).map { .certificate($0) }
-            },
-            privateKey: .privateKey(try loadPEM("BFF_TLS_KEY", key, as: "private key") { try NIOSSLPrivateKey(file: key, format: .pem) }))
-        tls.minimumTLSVersion = .tlsv13
-        server = try .tls(.http1(), tlsConfiguration: tls)
-    } else {
-        server = .http1()
-    }
-
-    var app = Application(
-        router: router,
-        server: server,
-        configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
-        logger: dependencies.logger)
-    for client in dependencies.database.clients { app.addServices(client) }
-    let started = StartupGate()
-    app.addServices(MaintenanceService(dependencies: dependencies, started: started))
-    let revocations = RevocationWatcher(dependencies: dependencies)
-    app.addServices(revocations)
-    app.beforeServerStarts {
-        try await dependencies.database.waitUntilReachable(configuration.database)
-        try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
-        // No request is served before the revocations an unexpired access token may belong to are known.
-        try await revocations.poll()
-        started.open()
-    }
-    return app
+    return router
 }

@@ -31,7 +31,7 @@ extension Commands {
         guard !scopes.isEmpty else { throw ConfigurationError("--scope", "names no scope") }
         let dependencies = try await AppDependencies(
             configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        let auth = dependencies.authService
+        let auth = dependencies.auth
         let pairs = try await withDatabase(dependencies.database) { client in
             // A schema behind this build is "run bff migrate", not a missing column's error.
             try await dependencies.migrator.requireCurrent(client: client)

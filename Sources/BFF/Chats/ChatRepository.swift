@@ -113,12 +113,12 @@ struct ChatTagRecord: Sendable, Equatable {
 /// value the client echoes back (RFC 3339 with milliseconds) compares exactly.
 struct ChatRepository: Sendable {
     let database: Database
-    /// First pages go through it; share one per process so that concurrent requests meet.
+    /// First pages go through it: the caller shares one per process, so that concurrent requests meet.
     let firstPages: FirstPageBatcher
 
-    init(database: Database, firstPages: FirstPageBatcher? = nil) {
+    init(database: Database, firstPages: FirstPageBatcher) {
         self.database = database
-        self.firstPages = firstPages ?? FirstPageBatcher(database: database)
+        self.firstPages = firstPages
     }
 
     static let columns = """

@@ -94,3 +94,10 @@ extension DatabaseURL {
         try await Commands.withDatabase(PostgresClient(configuration: clientConfiguration(poolSize: poolSize)), body)
     }
 }
+
+extension ChatRepository {
+    /// A repository with a first-page batcher of its own, for a test that runs no server.
+    static func withOwnBatcher(_ database: Database) -> ChatRepository {
+        ChatRepository(database: database, firstPages: FirstPageBatcher(database: database))
+    }
+}
