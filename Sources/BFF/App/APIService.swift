@@ -28,7 +28,7 @@ struct APIService: APIProtocol {
         case .success(let version):
             return .ok(.init(body: .json(.init(status: .ready, schemaVersion: version))))
         case .failure(let error):
-            return .serviceUnavailable(.init(body: .json(.init(code: error.code, message: error.message))))
+            return .serviceUnavailable(.init(body: .json(.init(code: error.code.rawValue, message: error.message))))
         }
     }
 

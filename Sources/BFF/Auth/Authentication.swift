@@ -19,11 +19,11 @@ public enum Authentication: Sendable {
 
 extension APIError {
     static func invalidToken(_ message: String = "The access token is missing, expired or invalid.") -> APIError {
-        APIError(.unauthorized, "invalid_token", message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+        APIError(.invalidToken, message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
     }
 
     static func insufficientScope(_ scope: String) -> APIError {
-        APIError(.forbidden, "insufficient_scope", "This operation needs the scope \(scope).",
+        APIError(.insufficientScope, "This operation needs the scope \(scope).",
                  headers: [.wwwAuthenticate: "Bearer error=\"insufficient_scope\", scope=\"\(scope)\""])
     }
 }
@@ -84,8 +84,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         // valid cookie needs this: an invalid one acts as nobody.
         if byCookie, case .authenticated = authentication, !Self.safeMethods.contains(request.method),
            request.headers[.origin].map(allowedOrigins.contains) != true {
-            throw APIError(.forbidden, "origin_not_allowed",
-                           "A request authenticated by the session cookie must come from an allowed origin.")
+            throw APIError(.originNotAllowed, "A request authenticated by the session cookie must come from an allowed origin.")
         }
         // Only requests without a valid token, or with a token narrower than the apps get, look
         // the operation up.

@@ -4,7 +4,7 @@ import Logging
 import PostgresNIO
 
 /// Why a refresh was refused; each maps to the contract's 401 code.
-enum RefreshRefusal: Error, Equatable {
+enum RefreshRefusal: DomainError, Equatable {
     case unknown, expired, revoked
     /// The statement revoked `family` on the spot.
     case reused(family: UUID), deviceMismatch(family: UUID)
@@ -20,11 +20,11 @@ enum RefreshRefusal: Error, Equatable {
     var apiError: APIError {
         switch self {
         // A token from another device is answered as an unknown one: it tells a thief nothing.
-        case .unknown, .deviceMismatch: APIError(.unauthorized, "invalid_refresh_token", "The refresh token is not valid.")
-        case .expired: APIError(.unauthorized, "refresh_expired", "The refresh token has expired; sign in again.")
-        case .revoked: APIError(.unauthorized, "session_revoked", "This session was revoked; sign in again.")
+        case .unknown, .deviceMismatch: APIError(.invalidRefreshToken)
+        case .expired: APIError(.refreshExpired)
+        case .revoked: APIError(.sessionRevoked)
         case .reused:
-            APIError(.unauthorized, "refresh_reused", "The refresh token was already used; the session was revoked for safety.")
+            APIError(.refreshReused)
         }
     }
 }

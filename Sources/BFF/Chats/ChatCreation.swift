@@ -73,15 +73,14 @@ struct ChatCreation: Sendable {
             """, logger: logger)
         for try await (hash, body) in rows.decode((Data, Data?).self) {
             guard hash == requestHash else {
-                throw APIError(.unprocessableContent, "idempotency_key_reused",
-                               "This Idempotency-Key was used with a different request body.")
+                throw IdempotencyError.keyReused
             }
             // The first response as it was, even when its chat has been deleted since: a client that
             // lost it learns of the deletion from the delta pull, as of any other.
             guard let body, let chat = try? JSONDecoder().decode(ChatRecord.self, from: body) else { break }
             return .replayed(chat)
         }
-        throw APIError(.conflict, "idempotency_in_progress", "A request with this Idempotency-Key is still being processed; retry.")
+        throw IdempotencyError.inProgress
     }
 
     /// The subject and topic must exist and agree; a topic alone implies its subject.
@@ -92,15 +91,15 @@ struct ChatCreation: Sendable {
             let rows = try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger)
             var exists = false
             for try await _ in rows { exists = true }
-            guard exists else { throw APIError(.unprocessableContent, "unknown_subject", "subject_id: no such subject.") }
+            guard exists else { throw CatalogueError.unknownSubject(field: "subject_id") }
         }
         if let topicID {
             let rows = try await connection.query("SELECT subject_id FROM topics WHERE id = \(topicID)", logger: logger)
             var owner: String?
             for try await value in rows.decode(String.self) { owner = value }
-            guard let owner else { throw APIError(.unprocessableContent, "unknown_topic", "topic_id: no such topic.") }
+            guard let owner else { throw CatalogueError.unknownTopic(field: "topic_id", problem: "no such topic.") }
             if let subject, subject != owner {
-                throw APIError(.unprocessableContent, "unknown_topic", "topic_id: the topic belongs to another subject.")
+                throw CatalogueError.unknownTopic(field: "topic_id", problem: "the topic belongs to another subject.")
             }
             subject = owner
         }

@@ -50,7 +50,7 @@ extension APIService {
         case .renamed(let chat):
             return .ok(.init(body: .json(chat.schema)))
         case .stale:
-            throw APIError(.conflict, "stale_update", "The chat was changed after your copy (updated_at); reload it and retry.")
+            throw APIError(.staleUpdate, "The chat was changed after your copy (updated_at); reload it and retry.")
         case .missing:
             throw APIError.notFound
         }

@@ -4,16 +4,23 @@ import Hummingbird
 import NIOCore
 
 /// The one error shape of the HTTP contract: a status and the body `{code, message}` (DESIGN §4).
+/// The status is the code's (`ErrorCode`); handlers throw these, and `ErrorMapping` turns library
+/// and domain errors into them.
 public struct APIError: Error, Sendable, Equatable {
     public var status: HTTPResponse.Status
-    public var code: String
+    public var code: ErrorCode
     public var message: String
     public var headers: HTTPFields
 
-    public init(_ status: HTTPResponse.Status, _ code: String, _ message: String, headers: HTTPFields = [:]) {
+    public init(_ code: ErrorCode, _ message: String? = nil, headers: HTTPFields = [:]) {
+        self.init(code, status: code.status, message, headers: headers)
+    }
+
+    /// With another status than the code's: only for a status the framework chose (`ErrorMapping`).
+    init(_ code: ErrorCode, status: HTTPResponse.Status, _ message: String? = nil, headers: HTTPFields = [:]) {
         self.status = status
         self.code = code
-        self.message = message
+        self.message = message ?? code.defaultMessage
         self.headers = headers
     }
 
@@ -22,22 +29,19 @@ public struct APIError: Error, Sendable, Equatable {
     }
 
     public static func validation(_ field: String, _ problem: String) -> APIError {
-        APIError(.unprocessableContent, "validation_failed", "\(field): \(problem)")
+        APIError(.validationFailed, "\(field): \(problem)")
     }
 
-    public static let notFound = APIError(.notFound, "not_found", "The requested resource does not exist.")
-    public static let notImplemented = APIError(
-        .notImplemented, "not_implemented", "This operation is specified but not available yet.")
-    public static let databaseUnavailable = APIError(
-        .serviceUnavailable, "database_unavailable", "The database is unavailable; retry shortly.")
-    public static let internalError = APIError(
-        .internalServerError, "internal", "An internal error occurred; it has been logged with the request id.")
+    public static let notFound = APIError(.notFound)
+    public static let notImplemented = APIError(.notImplemented)
+    public static let databaseUnavailable = APIError(.databaseUnavailable)
+    public static let internalError = APIError(.internal)
 
     /// The JSON response; `code` and `message` are escaped by the encoder, never interpolated.
     public func response() -> Response {
         var fields = headers
         fields[.contentType] = "application/json; charset=utf-8"
-        let body = (try? JSONEncoder().encode(ErrorBody(code: code, message: message))) ?? Data()
+        let body = (try? JSONEncoder().encode(ErrorBody(code: code.rawValue, message: message))) ?? Data()
         return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
     }
 

@@ -4,6 +4,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
+import _ConnectionPoolModule
 import ServiceLifecycle
 import Synchronization
 
@@ -182,8 +183,8 @@ public struct Database: Sendable {
         case let error as PSQLError where error.serverInfo?[.sqlState] == "57014":
             // query_canceled: `statement_timeout` (the deadline) or an operator's pg_cancel_backend.
             return DatabaseUnavailable(reason: "statement cancelled")
-        case _ where String(describing: type(of: error)) == "ConnectionPoolError":
-            // The pool's own error type is not public API; it only ever means "no connection".
+        case let error as ConnectionPoolError:
+            // The pool's own error: it only ever means "no connection".
             return DatabaseUnavailable(reason: "\(error)")
         default:
             return error

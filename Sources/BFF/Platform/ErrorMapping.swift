@@ -11,6 +11,8 @@ enum ErrorMapping {
         switch error {
         case let error as APIError:
             return error
+        case let error as any DomainError:
+            return error.apiError
         case let error as ServerError:
             // The URI decoder's coding path leaves out the parameter's own name; on a method without
             // a body the value that failed is one of the query's (path parameters are strings here).
@@ -46,22 +48,21 @@ enum ErrorMapping {
     /// they expose only a status and a description naming the parameter.
     private static func fromOpenAPIRuntime(_ error: ServerError) -> APIError? {
         guard error.operationInput == nil else { return nil }
-        // The URI coder's own error type, internal to the runtime: a query string or form body with
-        // a pair that has no `=` (`?limit&cursor=…`, `a&b`).
-        if String(describing: type(of: error.underlyingError)) == "ParsingError" {
+        // A query string or form body with a pair that has no `=` (`?limit&cursor=…`, `a&b`).
+        if LibraryErrors.isURIParsingError(error.underlyingError) {
             if error.request.headerFields[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true {
-                return APIError(.badRequest, "invalid_form", "The form body is malformed: every field needs a value.")
+                return APIError(.invalidForm, "The form body is malformed: every field needs a value.")
             }
-            return APIError(.unprocessableContent, "validation_failed", "The query string is malformed: every parameter needs a value.")
+            return APIError(.validationFailed, "The query string is malformed: every parameter needs a value.")
         }
         guard let convertible = error.underlyingError as? any HTTPResponseConvertible else { return nil }
         switch convertible.httpStatus {
         case .unsupportedMediaType:
-            return APIError(.unsupportedMediaType, "unsupported_media_type", "Send the body as application/json.")
+            return APIError(.unsupportedMediaType, "Send the body as application/json.")
         case .badRequest where error.causeDescription.contains("request body"):
-            return APIError(.badRequest, "invalid_json", "A JSON request body is required.")
+            return APIError(.invalidJSON, "A JSON request body is required.")
         case .badRequest, .unprocessableContent:
-            return APIError(.unprocessableContent, "validation_failed", error.causeDescription)
+            return APIError(.validationFailed, error.causeDescription)
         case .notAcceptable:
             return AcceptMiddleware.notAcceptable
         default:
@@ -72,7 +73,7 @@ enum ErrorMapping {
     private static func fromDecoding(_ error: DecodingError, root: String = "body") -> APIError {
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty && root == "body":
-            return APIError(.badRequest, "invalid_json", "The request body is not valid JSON.")
+            return APIError(.invalidJSON, "The request body is not valid JSON.")
         case .dataCorrupted(let context):
             return .validation(path(context.codingPath, root: root), "has an invalid value")
         case .keyNotFound(let key, let context):
@@ -91,14 +92,17 @@ enum ErrorMapping {
         case .notFound:
             return .notFound
         case .contentTooLarge:
-            return APIError(.contentTooLarge, "payload_too_large", "The request body is larger than allowed.")
+            return APIError(.payloadTooLarge, "The request body is larger than allowed.")
         case .unsupportedMediaType:
-            return APIError(.unsupportedMediaType, "unsupported_media_type", "Send the body as application/json.")
+            return APIError(.unsupportedMediaType, "Send the body as application/json.")
         case .badRequest:
-            return APIError(.badRequest, "bad_request", "The request is malformed.")
+            return APIError(.badRequest, "The request is malformed.")
+        case .methodNotAllowed:
+            return APIError(.methodNotAllowed)
         default:
-            let code = error.status.reasonPhrase.lowercased().replacingOccurrences(of: " ", with: "_")
-            return APIError(error.status, code.isEmpty ? "error" : code, error.status.reasonPhrase)
+            // A status the framework chose that the contract has no code of (none is known to
+            // occur): kept, with the vocabulary's generic code of its class.
+            return APIError(error.status.code < 500 ? .badRequest : .internal, status: error.status, error.status.reasonPhrase)
         }
     }
 

@@ -18,7 +18,7 @@ struct ErrorMiddleware: RouterMiddleware {
     static func response(for error: any Error, context: Context) -> Response {
         if let apiError = ErrorMapping.apiError(for: error) {
             if apiError.status == .serviceUnavailable {
-                context.logger.warning("dependency unavailable", metadata: ["code": .string(apiError.code), "error": .string(LoggableError.describe(error))])
+                context.logger.warning("dependency unavailable", metadata: ["code": .string(apiError.code.rawValue), "error": .string(LoggableError.describe(error))])
             }
             return apiError.response()
         }

@@ -72,7 +72,7 @@ extension APIError {
     /// 429 `rate_limited` for `subject` ("Too many <subject>; …"), `Retry-After` rounded up to whole seconds, at least one.
     static func rateLimited(retryAfter seconds: Double, subject: String = "requests") -> APIError {
         let retryAfter = max(1, Int(seconds.rounded(.up)))
-        return APIError(.tooManyRequests, "rate_limited", "Too many \(subject); retry after \(retryAfter) seconds.",
+        return APIError(.rateLimited, "Too many \(subject); retry after \(retryAfter) seconds.",
                         headers: [.retryAfter: String(retryAfter)])
     }
 }

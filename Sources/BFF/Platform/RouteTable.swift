@@ -92,7 +92,7 @@ struct MethodNotAllowedMiddleware: RouterMiddleware {
         } catch let error as HTTPError where error.status == .notFound {
             guard let allowed = routes.allowedMethods(for: request.uri.path) else { throw error }
             let allow = allowed.joined(separator: ", ")
-            throw APIError(.methodNotAllowed, "method_not_allowed", "This path accepts \(allow).", headers: [.allow: allow])
+            throw APIError(.methodNotAllowed, "This path accepts \(allow).", headers: [.allow: allow])
         }
     }
 }

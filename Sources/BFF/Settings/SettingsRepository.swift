@@ -71,11 +71,11 @@ struct SettingsRepository: Sendable {
                 let catalogue = try await Self.topicsBySubject(connection, logger: database.logger)
                 for (index, preference) in settings.subjects.enumerated() {
                     guard let topics = catalogue[preference.subjectID] else {
-                        throw APIError(.unprocessableContent, "unknown_subject", "subjects[\(index)].subject_id: no such subject.")
+                        throw CatalogueError.unknownSubject(field: "subjects[\(index)].subject_id")
                     }
                     if let unknown = preference.topicIDs.first(where: { !topics.contains($0) }) {
-                        throw APIError(.unprocessableContent, "unknown_topic",
-                                       "subjects[\(index)].topic_ids: \(unknown) is not a topic of \(preference.subjectID).")
+                        throw CatalogueError.unknownTopic(
+                            field: "subjects[\(index)].topic_ids", problem: "\(unknown) is not a topic of \(preference.subjectID).")
                     }
                 }
                 _ = try await connection.query("""

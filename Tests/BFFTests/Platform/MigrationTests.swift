@@ -281,7 +281,7 @@ struct MigrationTests {
             let applied = try await Migrator(migrations: files, logger: logger).migrate(client: client)
             try await Migrator(migrations: files, logger: logger).requireCurrent(client: client)
             let ready = await health.readiness()
-            if case .failure(let error) = notReady { #expect(error.code == "not_ready") } else { Issue.record("ready while 2 is missing") }
+            if case .failure(let error) = notReady { #expect(error.code == .notReady) } else { Issue.record("ready while 2 is missing") }
             return (refusal, applied, try ready.get())
         }
         #expect(refusal == .versionsMissing([2]))

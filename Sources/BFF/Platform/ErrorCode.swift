@@ -1,0 +1,115 @@
+import HTTPTypes
+
+/// Every `code` an error answer may carry, with its status: the contract's error vocabulary in one
+/// place (`openapi.yaml`, "Errors"; a test holds the two together). Clients switch on these, so a
+/// code is never renamed; a new one is added here and to the contract's table.
+public enum ErrorCode: String, CaseIterable, Sendable {
+    // 400: the request cannot be read, or a protocol value is wrong.
+    case badRequest = "bad_request"
+    case invalidJSON = "invalid_json"
+    case invalidForm = "invalid_form"
+    case invalidState = "invalid_state"
+    case invalidGrant = "invalid_grant"
+    case invalidRedirectURI = "invalid_redirect_uri"
+    case invalidLogoutToken = "invalid_logout_token"
+    case notAcceptable = "not_acceptable"
+    // 401
+    case invalidToken = "invalid_token"
+    case refreshReused = "refresh_reused"
+    case refreshExpired = "refresh_expired"
+    case invalidRefreshToken = "invalid_refresh_token"
+    case sessionRevoked = "session_revoked"
+    case idpRejected = "idp_rejected"
+    // 403
+    case insufficientScope = "insufficient_scope"
+    case originNotAllowed = "origin_not_allowed"
+    // 404, 405
+    case notFound = "not_found"
+    case methodNotAllowed = "method_not_allowed"
+    // 409
+    case staleUpdate = "stale_update"
+    case idempotencyInProgress = "idempotency_in_progress"
+    // 413, 415
+    case payloadTooLarge = "payload_too_large"
+    case unsupportedMediaType = "unsupported_media_type"
+    // 422
+    case validationFailed = "validation_failed"
+    case invalidCursor = "invalid_cursor"
+    case idempotencyKeyReused = "idempotency_key_reused"
+    case unknownSubject = "unknown_subject"
+    case unknownTopic = "unknown_topic"
+    // 429
+    case rateLimited = "rate_limited"
+    // 500, 501
+    case `internal` = "internal"
+    case notImplemented = "not_implemented"
+    // 503: a dependency is down. `llm_unavailable` and `store_unavailable` belong to the tutoring
+    // turn and subscriptions, already in the contract.
+    case databaseUnavailable = "database_unavailable"
+    case idpUnavailable = "idp_unavailable"
+    case llmUnavailable = "llm_unavailable"
+    case storeUnavailable = "store_unavailable"
+    case notReady = "not_ready"
+
+    /// The status every answer with this code has.
+    public var status: HTTPResponse.Status {
+        switch self {
+        case .badRequest, .invalidJSON, .invalidForm, .invalidState, .invalidGrant, .invalidRedirectURI, .invalidLogoutToken,
+             .notAcceptable:
+            .badRequest
+        case .invalidToken, .refreshReused, .refreshExpired, .invalidRefreshToken, .sessionRevoked, .idpRejected: .unauthorized
+        case .insufficientScope, .originNotAllowed: .forbidden
+        case .notFound: .notFound
+        case .methodNotAllowed: .methodNotAllowed
+        case .staleUpdate, .idempotencyInProgress: .conflict
+        case .payloadTooLarge: .contentTooLarge
+        case .unsupportedMediaType: .unsupportedMediaType
+        case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic: .unprocessableContent
+        case .rateLimited: .tooManyRequests
+        case .internal: .internalServerError
+        case .notImplemented: .notImplemented
+        case .databaseUnavailable, .idpUnavailable, .llmUnavailable, .storeUnavailable, .notReady: .serviceUnavailable
+        }
+    }
+
+    /// The message an answer carries when its thrower has nothing more specific to say.
+    public var defaultMessage: String {
+        switch self {
+        case .badRequest: "The request is malformed."
+        case .invalidJSON: "The request body is not valid JSON."
+        case .invalidForm: "The form body is malformed."
+        case .invalidState: "The login is unknown, expired or already used; start again."
+        case .invalidGrant: "The code_verifier does not match this login; start again."
+        case .invalidRedirectURI: "redirect_uri is not registered for this app."
+        case .invalidLogoutToken: "The logout token is not valid."
+        case .notAcceptable: "This API answers application/json only; accept application/json or */*."
+        case .invalidToken: "The access token is missing, expired or invalid."
+        case .refreshReused: "The refresh token was already used; the session was revoked for safety."
+        case .refreshExpired: "The refresh token has expired; sign in again."
+        case .invalidRefreshToken: "The refresh token is not valid."
+        case .sessionRevoked: "This session was revoked; sign in again."
+        case .idpRejected: "The identity provider did not accept the login."
+        case .insufficientScope: "The access token lacks the scope this operation needs."
+        case .originNotAllowed: "A request authenticated by the session cookie must come from an allowed origin."
+        case .notFound: "The requested resource does not exist."
+        case .methodNotAllowed: "This path does not accept this method."
+        case .staleUpdate: "The resource was changed after your copy; reload it and retry."
+        case .idempotencyInProgress: "A request with this Idempotency-Key is still being processed; retry."
+        case .payloadTooLarge: "The request body is larger than allowed."
+        case .unsupportedMediaType: "Send the body as application/json."
+        case .validationFailed: "The request does not match the contract."
+        case .invalidCursor: "cursor is not a cursor of this list and its filters."
+        case .idempotencyKeyReused: "This Idempotency-Key was used with another request body."
+        case .unknownSubject: "No such subject."
+        case .unknownTopic: "No such topic."
+        case .rateLimited: "Too many requests; retry later."
+        case .internal: "An internal error occurred; it has been logged with the request id."
+        case .notImplemented: "This operation is specified but not available yet."
+        case .databaseUnavailable: "The database is unavailable; retry shortly."
+        case .idpUnavailable: "The identity provider is unavailable; retry shortly."
+        case .llmUnavailable: "The tutor is unavailable; retry shortly."
+        case .storeUnavailable: "The app store is unavailable; retry shortly."
+        case .notReady: "The service is not ready."
+        }
+    }
+}
