@@ -34,7 +34,7 @@ public struct AppDependencies: Sendable {
         self.database = Database(
             configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
             poolSize: configuration.databasePoolSize, logger: dbLogger)
-        self.migrator = Migrator(migrations: try Migration.load(from: configuration.migrationsDirectory), logger: logger)
+        self.migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
         self.accessTokens = AccessTokens(
             keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
             lifetime: configuration.accessTTL)

@@ -102,8 +102,7 @@ struct RefreshTokenStore: Sendable {
             token: token, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt, scopes: scopes)
     }
 
-    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations 0006, 0008, 0014
-    /// and 0015) holding the family's row lock, so concurrent presentations of one token are serialised:
+    /// One-time rotation in one statement (`bff_refresh_rotate_ring`, migrations/functions) holding the family's row lock, so concurrent presentations of one token are serialised:
     /// the first rotates, retries within the interval get the same child (derived under any key of
     /// the ring), anything else revokes the family. Only a rotation or a retry counts against the
     /// family's own rate limit; on success the user's row comes back and the device is touched.
@@ -118,8 +117,11 @@ struct RefreshTokenStore: Sendable {
             for try await row in try await client.execute(statement) { return row }
             throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned no row")
         }
-        switch row.outcome {
-        case "rotated":
+        guard let outcome = RotationOutcome(rawValue: row.outcome) else {
+            throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned outcome \(row.outcome)")
+        }
+        switch outcome {
+        case .rotated:
             guard let familyID = row.familyID, let userID = row.userID, let issuedAt = row.issuedAt, let expiresAt = row.expiresAt,
                   let index = childHashes.firstIndex(where: { $0 == row.childHash })
             else {
@@ -131,24 +133,30 @@ struct RefreshTokenStore: Sendable {
                     token: childToken, userID: userID, deviceID: deviceID, familyID: familyID, issuedAt: issuedAt, expiresAt: expiresAt,
                     scopes: row.scope.map { $0.split(separator: " ").map(String.init) } ?? AccessTokens.allScopes),
                 user: UserRecord(id: userID, email: row.email, displayName: row.displayName))
-        case "rate_limited":
+        case .rateLimited:
             throw RefreshRateLimited(retryAfter: row.retryAfter ?? 1)
-        case "unknown": throw RefreshRefusal.unknown
-        case "expired": throw RefreshRefusal.expired
-        case "revoked": throw RefreshRefusal.revoked
-        case "reused", "device_mismatch":
+        case .unknown: throw RefreshRefusal.unknown
+        case .expired: throw RefreshRefusal.expired
+        case .revoked: throw RefreshRefusal.revoked
+        case .reused, .deviceMismatch:
             guard let familyID = row.familyID else {
                 throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring revoked a family it did not name")
             }
             logger.warning("security: refresh token family revoked", metadata: [
-                "event": .string(row.outcome == "reused" ? "refresh_reuse_detected" : "refresh_device_mismatch"),
+                "event": .string(outcome == .reused ? "refresh_reuse_detected" : "refresh_device_mismatch"),
                 "family_id": .string(familyID.uuidString),
             ])
-            throw row.outcome == "reused" ? RefreshRefusal.reused(family: familyID) : RefreshRefusal.deviceMismatch(family: familyID)
-        default:
-            throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned outcome \(row.outcome)")
+            throw outcome == .reused ? RefreshRefusal.reused(family: familyID) : RefreshRefusal.deviceMismatch(family: familyID)
         }
     }
+}
+
+/// What `bff_refresh_rotate_ring` (migrations/functions) says of a presented token: its `outcome`.
+enum RotationOutcome: String, CaseIterable, Sendable {
+    case rotated
+    case rateLimited = "rate_limited"
+    case unknown, expired, revoked, reused
+    case deviceMismatch = "device_mismatch"
 }
 
 /// A rotation's new token and the user it belongs to.

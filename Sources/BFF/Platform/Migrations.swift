@@ -15,7 +15,11 @@ public struct Migration: Sendable, Equatable {
         self.version = version
         self.name = name
         self.sql = sql
-        self.checksum = SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
+        self.checksum = Self.checksum(of: sql)
+    }
+
+    static func checksum(of sql: String) -> String {
+        SHA256.hash(data: Data(sql.utf8)).map { String(format: "%02x", $0) }.joined()
     }
 
     /// Reads every `NNNN_name.sql` of `directory`, ordered by version.
@@ -42,6 +46,32 @@ public struct Migration: Sendable, Equatable {
     }
 }
 
+/// One file of `migrations/functions/` (`name.sql`): the current definition of one stored
+/// function, as `CREATE OR REPLACE FUNCTION`. Unlike a numbered migration it is edited in place, so
+/// it is the one full text of the function; `bff migrate` applies it, after the numbered files,
+/// whenever it differs from what the database last applied. A change of the function's arguments or
+/// result columns needs a numbered migration that drops the old signature first (see README).
+public struct StoredFunction: Sendable, Equatable {
+    public let name: String
+    public let sql: String
+    public let checksum: String
+
+    public init(name: String, sql: String) {
+        self.name = name
+        self.sql = sql
+        self.checksum = Migration.checksum(of: sql)
+    }
+
+    /// Every `name.sql` of `directory/functions`, by name; none when there is no such folder.
+    public static func load(from directory: String) throws -> [StoredFunction] {
+        let url = URL(fileURLWithPath: directory, isDirectory: true).appendingPathComponent("functions", isDirectory: true)
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: url.path) else { return [] }
+        return try names.filter { $0.hasSuffix(".sql") }.sorted().map { file in
+            StoredFunction(name: String(file.dropLast(4)), sql: try String(contentsOf: url.appendingPathComponent(file), encoding: .utf8))
+        }
+    }
+}
+
 public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case directoryMissing(String)
     case badFileName(String)
@@ -50,6 +80,8 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
     case failed(version: Int, name: String, reason: String)
     case schemaBehind(current: Int, latest: Int)
     case versionsMissing([Int])
+    case functionFailed(name: String, reason: String)
+    case functionsBehind([String])
 
     public var description: String {
         switch self {
@@ -67,6 +99,10 @@ public enum MigrationError: Error, CustomStringConvertible, Equatable {
             "the database schema is at version \(current) but this build needs \(latest): run `bff migrate` first"
         case .versionsMissing(let versions):
             "the database lacks migrations \(versions.map(String.init).joined(separator: ", ")), older than its newest: run `bff migrate` first"
+        case .functionFailed(let name, let reason):
+            "stored function file functions/\(name).sql failed and was rolled back: \(reason)"
+        case .functionsBehind(let names):
+            "the database's stored functions \(names.joined(separator: ", ")) differ from this build's migrations/functions: run `bff migrate` first"
         }
     }
 }
@@ -76,6 +112,7 @@ public struct Migrator: Sendable {
     /// Arbitrary, fixed: the advisory lock every `bff migrate` of this schema takes.
     static let lockKey: Int64 = 0x0BFF_0001
     public let migrations: [Migration]
+    public let functions: [StoredFunction]
     let logger: Logger
     /// How long a migration's statement waits for a table lock (a file may set its own with
     /// `SET LOCAL lock_timeout`). Requests on that table queue behind the waiting statement, so
@@ -85,9 +122,10 @@ public struct Migrator: Sendable {
     /// The pauses before each new attempt of a migration that waited too long; then it fails.
     let lockRetryDelays: [Duration]
 
-    public init(migrations: [Migration], logger: Logger, lockTimeout: Duration = .seconds(3),
+    public init(migrations: [Migration], functions: [StoredFunction] = [], logger: Logger, lockTimeout: Duration = .seconds(3),
                 lockRetryDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8)]) {
         self.migrations = migrations
+        self.functions = functions
         self.logger = logger
         self.lockTimeout = lockTimeout
         self.lockRetryDelays = lockRetryDelays
@@ -95,7 +133,13 @@ public struct Migrator: Sendable {
 
     public var latestVersion: Int { migrations.last?.version ?? 0 }
 
-    /// Applies what is pending, each file in its own transaction; returns the versions it applied.
+    /// The migrations and stored functions of `directory` (`BFF_MIGRATIONS_DIR`).
+    public init(directory: String, logger: Logger) throws {
+        self.init(migrations: try Migration.load(from: directory), functions: try StoredFunction.load(from: directory), logger: logger)
+    }
+
+    /// Applies what is pending, each file in its own transaction, then the stored functions that
+    /// differ from what was last applied; returns the versions it applied.
     @discardableResult
     public func migrate(client: PostgresClient) async throws -> [Int] {
         try await client.withConnection { connection in
@@ -130,6 +174,12 @@ public struct Migrator: Sendable {
         if current < latestVersion { throw MigrationError.schemaBehind(current: current, latest: latestVersion) }
         let missing = migrations.map(\.version).filter { applied[$0] == nil }
         if !missing.isEmpty { throw MigrationError.versionsMissing(missing) }
+        guard !functions.isEmpty else { return }
+        let recorded = try await client.withConnection { connection in
+            try await functionBookkeepingExists(on: connection) ? try await functionChecksums(on: connection) : [:]
+        }
+        let behind = functions.filter { recorded[$0.name] != $0.checksum }.map(\.name)
+        if !behind.isEmpty { throw MigrationError.functionsBehind(behind) }
     }
 
     /// The applied versions' checksums, after checking them against the files.
@@ -169,38 +219,76 @@ public struct Migrator: Sendable {
                     "version": "\(migration.version)", "newest_applied": "\(newestApplied)",
                 ])
             }
-            for attempt in 0... {
-                do {
-                    _ = try await connection.query("BEGIN", logger: logger)
-                    // A statement queued for a table's lock behind a long query (a backup, an open
-                    // transaction) queues every request on that table behind itself: better to give
-                    // up and try again. For this transaction only; a file may set its own.
-                    let wait = "\(Int(lockTimeout.seconds * 1000))ms"
-                    _ = try await connection.query("SELECT set_config('lock_timeout', \(wait), true)", logger: logger).collect()
-                    // Read to the end: an error after the row description (any error the file raises)
-                    // reaches the caller only through the rows.
-                    _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(migration.sql))", logger: logger).collect()
-                    _ = try await connection.query(
-                        "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
-                        logger: logger)
-                    _ = try await connection.query("COMMIT", logger: logger)
-                    break
-                } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
-                    // A lock held by a short transaction is usually gone a moment later.
-                    if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03", attempt < lockRetryDelays.count {
-                        logger.warning("migration waited too long for a lock; trying again", metadata: [
-                            "version": "\(migration.version)", "retry_in_seconds": "\(lockRetryDelays[attempt].seconds)",
-                        ])
-                        try await Task.sleep(for: lockRetryDelays[attempt])
-                        continue
-                    }
-                    throw MigrationError.failed(version: migration.version, name: migration.name, reason: reason(error))
-                }
-            }
+            try await runInTransaction(
+                migration.sql,
+                recording: "INSERT INTO schema_migrations (version, name, checksum) VALUES (\(migration.version), \(migration.name), \(migration.checksum))",
+                on: connection, what: ["version": "\(migration.version)"]
+            ) { MigrationError.failed(version: migration.version, name: migration.name, reason: $0) }
             newlyApplied.append(migration.version)
         }
+        try await applyFunctions(on: connection)
         return newlyApplied
+    }
+
+    /// The stored functions whose file differs from what was last applied, each in its own
+    /// transaction (`CREATE OR REPLACE`: the function is replaced under the callers' feet, atomically).
+    private func applyFunctions(on connection: PostgresConnection) async throws {
+        guard !functions.isEmpty else { return }
+        _ = try await connection.query(
+            """
+            CREATE TABLE IF NOT EXISTS schema_functions (
+                name text PRIMARY KEY,
+                checksum text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """, logger: logger)
+        let recorded = try await functionChecksums(on: connection)
+        for function in functions where recorded[function.name] != function.checksum {
+            logger.info("applying stored function", metadata: ["function": "\(function.name)"])
+            try await runInTransaction(
+                function.sql,
+                recording: """
+                    INSERT INTO schema_functions (name, checksum) VALUES (\(function.name), \(function.checksum))
+                    ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()
+                    """,
+                on: connection, what: ["function": "\(function.name)"]
+            ) { MigrationError.functionFailed(name: function.name, reason: $0) }
+        }
+    }
+
+    /// Runs `script` and the bookkeeping statement in one transaction under the lock timeout, trying
+    /// again after `lockRetryDelays` when a table's lock was not granted in time.
+    private func runInTransaction(
+        _ script: String, recording bookkeeping: PostgresQuery, on connection: PostgresConnection,
+        what: Logger.Metadata, failure: (String) -> MigrationError
+    ) async throws {
+        for attempt in 0... {
+            do {
+                _ = try await connection.query("BEGIN", logger: logger)
+                // A statement queued for a table's lock behind a long query (a backup, an open
+                // transaction) queues every request on that table behind itself: better to give
+                // up and try again. For this transaction only; a file may set its own.
+                let wait = "\(Int(lockTimeout.seconds * 1000))ms"
+                _ = try await connection.query("SELECT set_config('lock_timeout', \(wait), true)", logger: logger).collect()
+                // Read to the end: an error after the row description (any error the file raises)
+                // reaches the caller only through the rows.
+                _ = try await connection.query("SELECT pg_temp.bff_run_migration(\(script))", logger: logger).collect()
+                _ = try await connection.query(bookkeeping, logger: logger)
+                _ = try await connection.query("COMMIT", logger: logger)
+                break
+            } catch {
+                _ = try? await connection.query("ROLLBACK", logger: logger)
+                // A lock held by a short transaction is usually gone a moment later.
+                if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03", attempt < lockRetryDelays.count {
+                    logger.warning("migration waited too long for a lock; trying again", metadata: what.merging([
+                        "retry_in_seconds": "\(lockRetryDelays[attempt].seconds)",
+                    ]) { $1 })
+                    try await Task.sleep(for: lockRetryDelays[attempt])
+                    continue
+                }
+                throw failure(reason(error))
+            }
+        }
     }
 
     private func verify(_ applied: [Int: String]) throws {
@@ -215,6 +303,19 @@ public struct Migrator: Sendable {
         let rows = try await connection.query("SELECT to_regclass('schema_migrations') IS NOT NULL", logger: logger)
         for try await exists in rows.decode(Bool.self) { return exists }
         return false
+    }
+
+    private func functionBookkeepingExists(on connection: PostgresConnection) async throws -> Bool {
+        let rows = try await connection.query("SELECT to_regclass('schema_functions') IS NOT NULL", logger: logger)
+        for try await exists in rows.decode(Bool.self) { return exists }
+        return false
+    }
+
+    private func functionChecksums(on connection: PostgresConnection) async throws -> [String: String] {
+        let rows = try await connection.query("SELECT name, checksum FROM schema_functions", logger: logger)
+        var recorded: [String: String] = [:]
+        for try await (name, checksum) in rows.decode((String, String).self) { recorded[name] = checksum }
+        return recorded
     }
 
     private func appliedChecksums(on connection: PostgresConnection) async throws -> [Int: String] {

@@ -41,8 +41,7 @@ struct DatabaseFaultTests {
     private func freezeAndWake(_ cluster: ThrowawayCluster) async throws {
         let database = try cluster.url
         _ = try await database.withClient(poolSize: 2) { client in
-            try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
-                               logger: TestEnvironment.quietLogger).migrate(client: client)
+            try await Migrator(directory: TestEnvironment.migrationsDirectory, logger: TestEnvironment.quietLogger).migrate(client: client)
         }
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2", "BFF_LOG_LEVEL": "critical"])
@@ -122,8 +121,7 @@ struct DatabaseFaultTests {
     private func exercise(_ cluster: ThrowawayCluster) async throws {
         let database = try cluster.url
         _ = try await database.withClient(poolSize: 2) { client in
-            try await Migrator(migrations: try Migration.load(from: TestEnvironment.migrationsDirectory),
-                               logger: TestEnvironment.quietLogger).migrate(client: client)
+            try await Migrator(directory: TestEnvironment.migrationsDirectory, logger: TestEnvironment.quietLogger).migrate(client: client)
         }
 
         let learner = try await Learner.make(database: database)

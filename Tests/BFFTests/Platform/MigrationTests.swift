@@ -289,4 +289,73 @@ struct MigrationTests {
         #expect(applied == [2])
         #expect(afterwards == 3)
     }
+
+    @Test("each stored function in the migrated database is its file: the body (prosrc) and the signature PostgreSQL makes of the file, and its checksum is recorded")
+    func storedFunctionsAreTheirFiles() async throws {
+        let functions = try StoredFunction.load(from: TestEnvironment.migrationsDirectory)
+        #expect(functions.map(\.name) == ["bff_refresh_rotate_ring"])
+        let url = try await TestDatabases.shared.makeMigrated()
+        try await url.withClient { client in
+            try await client.withConnection { connection in
+                // The file read into a schema of its own: what PostgreSQL makes of it is compared,
+                // since pg_get_functiondef rewrites the header.
+                _ = try await connection.query("CREATE SCHEMA reference", logger: TestEnvironment.quietLogger)
+                _ = try await connection.query("SET search_path = reference, public", logger: TestEnvironment.quietLogger)
+                for function in functions {
+                    _ = try await connection.query(PostgresQuery(unsafeSQL: function.sql), logger: TestEnvironment.quietLogger)
+                    let rows = try await connection.query("""
+                        SELECT d.prosrc = f.prosrc, pg_get_function_arguments(d.oid) = pg_get_function_arguments(f.oid),
+                               pg_get_function_result(d.oid) = pg_get_function_result(f.oid), d.prolang = f.prolang,
+                               (SELECT checksum FROM public.schema_functions WHERE name = \(function.name))
+                        FROM pg_proc d, pg_proc f
+                        WHERE d.proname = \(function.name) AND d.pronamespace = 'public'::regnamespace
+                          AND f.proname = \(function.name) AND f.pronamespace = 'reference'::regnamespace
+                        """, logger: TestEnvironment.quietLogger)
+                    var compared = 0
+                    for try await (body, arguments, result, language, checksum) in rows.decode((Bool, Bool, Bool, Bool, String?).self) {
+                        compared += 1
+                        #expect(body && arguments && result && language, "\(function.name) in the database differs from its file")
+                        #expect(checksum == function.checksum)
+                    }
+                    #expect(compared == 1, "\(function.name): one definition in the database, one from the file")
+                }
+            }
+        }
+    }
+
+    @Test("a stored function whose file changed: the server refuses the database until migrate applies it, once")
+    func changedStoredFunction() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let logger = TestEnvironment.quietLogger
+        let original = try #require(try StoredFunction.load(from: TestEnvironment.migrationsDirectory).first)
+        let changed = StoredFunction(
+            name: original.name, sql: original.sql.replacingOccurrences(of: "outcome := 'rotated';", with: "outcome := 'rotated'; -- changed"))
+        #expect(changed.checksum != original.checksum)
+        let (refusal, body) = try await url.withClient(poolSize: 2) { [migrations] client in
+            try await Migrator(migrations: migrations, functions: [original], logger: logger).migrate(client: client)
+            let next = Migrator(migrations: migrations, functions: [changed], logger: logger)
+            var refusal: MigrationError?
+            do { try await next.requireCurrent(client: client) } catch let error as MigrationError { refusal = error }
+            #expect(try await next.migrate(client: client).isEmpty, "no numbered migration was pending")
+            try await next.requireCurrent(client: client)
+            let applied = try await client.query("SELECT applied_at FROM schema_functions").collect().count
+            #expect(applied == 1)
+            let body = try await client.query("SELECT prosrc FROM pg_proc WHERE proname = \(original.name)")
+                .collect().first?.decode(String.self)
+            return (refusal, body)
+        }
+        #expect(refusal == .functionsBehind([original.name]))
+        #expect(refusal?.description.contains("bff migrate") == true)
+        #expect(body?.contains("-- changed") == true)
+    }
+
+    @Test("the single-child rotation wrapper is gone")
+    func deadWrapperDropped() async throws {
+        let url = try await TestDatabases.shared.makeMigrated()
+        let names = try await url.withClient { client in
+            try await client.query("SELECT proname::text FROM pg_proc WHERE proname LIKE 'bff_refresh_rotate%' ORDER BY 1")
+                .collect().map { try $0.decode(String.self) }
+        }
+        #expect(names == ["bff_refresh_rotate_ring"])
+    }
 }

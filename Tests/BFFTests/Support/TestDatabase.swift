@@ -45,8 +45,7 @@ actor TestDatabases {
     private func migratedTemplate() async throws -> String {
         if let template { return template }
         let url = try await makeEmpty(prefix: "bff_template")
-        let migrator = Migrator(
-            migrations: try Migration.load(from: TestEnvironment.migrationsDirectory), logger: TestEnvironment.quietLogger)
+        let migrator = try Migrator(directory: TestEnvironment.migrationsDirectory, logger: TestEnvironment.quietLogger)
         _ = try await url.withClient(poolSize: 2) { client in try await migrator.migrate(client: client) }
         template = url.database
         return url.database
