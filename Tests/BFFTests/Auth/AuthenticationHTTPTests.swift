@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 @testable import BFF
 
-@Suite("Authentication over HTTP")
+@Suite("Authentication over HTTP", .needsDatabase)
 struct AuthenticationHTTPTests {
     let database: DatabaseURL
 

@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Devices")
+@Suite("Devices", .needsDatabase)
 struct DeviceTests {
     let database: DatabaseURL
 

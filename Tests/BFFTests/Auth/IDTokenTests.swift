@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("ID and logout tokens")
+@Suite("ID and logout tokens", .needsDatabase)
 struct IDTokenTests {
     let database: DatabaseURL
 

@@ -83,7 +83,7 @@ struct IdentityProviderTests {
         }
     }
 
-    @Test("a token endpoint that redirects is not followed: the code and verifier go nowhere else, and the login is 503 idp_unavailable")
+    @Test("a token endpoint that redirects is not followed: the code and verifier go nowhere else, and the login is 503 idp_unavailable", .needsDatabase)
     func tokenEndpointRedirectNotFollowed() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
         try await LocalIdP().serve { idp in
@@ -98,7 +98,7 @@ struct IdentityProviderTests {
         }
     }
 
-    @Test("discovery naming a token endpoint or JWKS elsewhere over plain http is refused (503), even for a development issuer on this host")
+    @Test("discovery naming a token endpoint or JWKS elsewhere over plain http is refused (503), even for a development issuer on this host", .needsDatabase)
     func plainHTTPEndpointsRefused() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
         for field in ["token_endpoint", "jwks_uri"] {
@@ -155,7 +155,7 @@ struct IdentityProviderTests {
         }
     }
 
-    @Test("a logout token without exp, expired, or whose back-channel event is not an object, is 400 and ends nothing")
+    @Test("a logout token without exp, expired, or whose back-channel event is not an object, is 400 and ends nothing", .needsDatabase)
     func logoutTokenClaims() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
         try await LocalIdP().serve { idp in
@@ -188,7 +188,7 @@ struct IdentityProviderTests {
         }
     }
 
-    @Test("a logout token naming an IdP session ends that session's families even when they began after the token was issued; a sub-only one does not")
+    @Test("a logout token naming an IdP session ends that session's families even when they began after the token was issued; a sub-only one does not", .needsDatabase)
     func sessionNamedLogoutHasNoCreationWindow() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
         try await LocalIdP().serve { idp in

@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("OIDC login")
+@Suite("OIDC login", .needsDatabase)
 struct LoginTests {
     let database: DatabaseURL
 

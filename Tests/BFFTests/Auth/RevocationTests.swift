@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Revoked sessions' access tokens")
+@Suite("Revoked sessions' access tokens", .needsDatabase)
 struct RevocationTests {
     let database: DatabaseURL
 

@@ -8,7 +8,7 @@ import Testing
 /// Many learners behind one address (a school's Wi-Fi, a carrier-grade NAT) under the default
 /// limits: none of them is refused for the others' requests, while one device cannot use up the
 /// address's budget.
-@Suite("One school behind one address", .timeLimit(.minutes(3)))
+@Suite("One school behind one address", .needsDatabase, .timeLimit(.minutes(3)))
 struct SchoolNetworkTests {
     let database: DatabaseURL
 

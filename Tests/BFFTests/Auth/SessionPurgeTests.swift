@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Purge of spent refresh tokens")
+@Suite("Purge of spent refresh tokens", .needsDatabase)
 struct SessionPurgeTests {
     let database: DatabaseURL
 

@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Chats and history")
+@Suite("Chats and history", .needsDatabase)
 struct ChatsTests {
     let database: DatabaseURL
 

@@ -6,7 +6,7 @@ import Testing
 
 /// First pages asked for at the same time share statements; each request still gets exactly its
 /// own user's page, as a plain per-user query reads it.
-@Suite("Chat list first pages, coalesced")
+@Suite("Chat list first pages, coalesced", .needsDatabase)
 struct FirstPageBatcherTests {
     let database: DatabaseURL
 

@@ -5,7 +5,7 @@ import Testing
 
 /// `BinaryArray` reads `array_send`'s format itself, and the chat lists read whole pages through it;
 /// postgres-nio's row-by-row decoding of the same values is the reference.
-@Suite("Binary arrays")
+@Suite("Binary arrays", .needsDatabase)
 struct BinaryArrayTests {
     let database: DatabaseURL
 

@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Database outage", .serialized)
+@Suite("Database outage", .needsDatabase, .serialized)
 struct DatabaseFaultTests {
     @Test("PostgreSQL stopped under a running server: readyz 503 within 5 s, requests 503 database_unavailable, recovery within 10 s")
     func outageAndRecovery() async throws {

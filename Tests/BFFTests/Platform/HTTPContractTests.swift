@@ -7,7 +7,7 @@ import Testing
 @testable import BFF
 
 /// The platform middleware seen from a client: errors, CORS, request ids, body cap, health and metrics.
-@Suite("HTTP platform")
+@Suite("HTTP platform", .needsDatabase)
 struct HTTPContractTests {
     let database: DatabaseURL
 

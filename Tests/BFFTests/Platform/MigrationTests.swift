@@ -3,7 +3,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Migrations")
+@Suite("Migrations", .needsDatabase)
 struct MigrationTests {
     let migrations: [Migration]
 

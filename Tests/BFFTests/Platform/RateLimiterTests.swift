@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Rate limiter")
+@Suite("Rate limiter", .needsDatabase)
 struct RateLimiterTests {
     let database: DatabaseURL
 

@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Settings and catalogue")
+@Suite("Settings and catalogue", .needsDatabase)
 struct SettingsTests {
     let database: DatabaseURL
 
