@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 @testable import BFF
 
-@Suite("AppJWT interoperability")
+@Suite("AppJWT interoperability", .timeLimit(.minutes(3)))
 struct AccessTokenInteropTests {
     static let secret = [UInt8](repeating: 5, count: 32)
 

@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 @testable import BFF
 
-@Suite("AppJWT")
+@Suite("AppJWT", .timeLimit(.minutes(3)))
 struct AccessTokenTests {
     static let k1 = [UInt8](repeating: 9, count: 32)
     static let k2 = [UInt8](repeating: 7, count: 32)

@@ -7,7 +7,7 @@ import NIOCore
 import Testing
 @testable import BFF
 
-@Suite("Authentication over HTTP", .needsDatabase)
+@Suite("Authentication over HTTP", .needsDatabase, .timeLimit(.minutes(3)))
 struct AuthenticationHTTPTests {
     let database: DatabaseURL
 
@@ -87,6 +87,54 @@ struct AuthenticationHTTPTests {
                 uri: "/api/v1/chats", method: .post, headers: [.cookie: "bff_session=not.a.token", .contentType: "application/json"],
                 body: ByteBuffer(string: "{}"))
             #expect(invalid.status == .unauthorized && invalid.errorCode == "invalid_token")
+        }
+    }
+
+    @Test("logout ends this device's session and unregisters its push tokens; the user's other devices keep theirs")
+    func logoutRemovesPushTokens() async throws {
+        let user = UUID()
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let phone = try await Commands.issueToken(environment: environment, userID: user, deviceID: "logout-phone-1", scopes: AccessTokens.allScopes)
+        let tablet = try await Commands.issueToken(environment: environment, userID: user, deviceID: "logout-tablet-1", scopes: AccessTokens.allScopes)
+        try await database.withClient { client in
+            _ = try await client.query("""
+                INSERT INTO push_tokens (user_id, token, platform, device_id)
+                VALUES (\(user), 'tok-phone', 'ios', 'logout-phone-1'), (\(user), 'tok-tablet', 'android', 'logout-tablet-1')
+                """)
+        }
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            let logout = try await client.execute(uri: "/api/v1/auth/logout", method: .post, headers: [.authorization: "Bearer \(phone.accessToken)"])
+            #expect(logout.status == .noContent)
+            #expect(try await client.me(phone.accessToken).status == .unauthorized)
+            #expect(try await client.me(tablet.accessToken).status == .ok)
+        }
+        let tokens = try await database.withClient { client in
+            try await client.query("SELECT token FROM push_tokens WHERE user_id = \(user) ORDER BY token").collect().map { try $0.decode(String.self) }
+        }
+        #expect(tokens == ["tok-tablet"])
+    }
+
+    @Test("bff auth revoke ends every session of a user, or every session on a device, and says how many")
+    func operatorRevoke() async throws {
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let aiko = UUID(), ben = UUID()
+        let aikoPhone = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "revoke-aiko-1", scopes: AccessTokens.allScopes)
+        let aikoPad = try await Commands.issueToken(environment: environment, userID: aiko, deviceID: "revoke-aiko-2", scopes: AccessTokens.allScopes)
+        let benPhone = try await Commands.issueToken(environment: environment, userID: ben, deviceID: "revoke-ben-01", scopes: AccessTokens.allScopes)
+        #expect(try await Commands.revoke(environment: environment, userID: aiko, deviceID: nil) == 2)
+        #expect(try await Commands.revoke(environment: environment, userID: aiko, deviceID: nil) == 0, "nothing left to revoke")
+        #expect(try await Commands.revoke(environment: environment, userID: nil, deviceID: "revoke-ben-01") == 1)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            for (pair, device) in [(aikoPhone, "revoke-aiko-1"), (aikoPad, "revoke-aiko-2"), (benPhone, "revoke-ben-01")] {
+                let refresh = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(pair.refreshToken)","device_id":"\#(device)"}"#))
+                #expect(refresh.status == .unauthorized && refresh.errorCode == "session_revoked", "\(device): \(refresh.text)")
+                // Revoked before this server started: its first poll already knew.
+                #expect(try await client.me(pair.accessToken).status == .unauthorized)
+            }
         }
     }
 }

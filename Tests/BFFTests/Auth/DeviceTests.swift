@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Devices", .needsDatabase)
+@Suite("Devices", .needsDatabase, .timeLimit(.minutes(3)))
 struct DeviceTests {
     let database: DatabaseURL
 

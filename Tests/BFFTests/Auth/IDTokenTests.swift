@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("ID and logout tokens", .needsDatabase)
+@Suite("ID and logout tokens", .needsDatabase, .timeLimit(.minutes(3)))
 struct IDTokenTests {
     let database: DatabaseURL
 
@@ -222,10 +222,9 @@ struct IDTokenTests {
                         uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(token)"))
                 }
                 #expect(try await logout(everySession).status == .ok)
-                let userID = try await database.withClient { client in
-                    for try await id in try await client.query("SELECT id FROM users WHERE subject = 'student-bcl'").decode(UUID.self) { return id }
-                    return UUID()
-                }
+                let userID = try #require(try await database.withClient { client in
+                    try await client.query("SELECT id FROM users WHERE subject = 'student-bcl'").collect().first?.decode(UUID.self)
+                }, "the login made the account")
                 let later = try await Commands.issueToken(
                     environment: TestEnvironment.serverEnvironment(database: database, ["BFF_OIDC_ISSUER": idp.issuer, "BFF_LOG_LEVEL": "critical"]),
                     userID: userID, deviceID: "android-5678", scopes: AccessTokens.allScopes)

@@ -8,7 +8,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("OIDC login", .needsDatabase)
+@Suite("OIDC login", .needsDatabase, .timeLimit(.minutes(3)))
 struct LoginTests {
     let database: DatabaseURL
 
@@ -213,6 +213,28 @@ struct LoginTests {
                 claims.sub = "victim-0"
                 let again = try await idp.signIn(AppLogin(deviceID: "android-victim-0"), as: claims, with: client)
                 #expect(again.status == .ok, "\(again.text)")
+            }
+        }
+    }
+
+    @Test("an expired login is 400 invalid_state, used up, and the provider is never asked")
+    func expiredLogin() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                let login = AppLogin(deviceID: "android-expired-1")
+                let started = try await login.start(with: client)
+                // Ten minutes and a second later.
+                try await database.withClient { client in
+                    _ = try await client.query("""
+                        UPDATE oidc_logins SET created_at = now() - interval '11 minutes', expires_at = now() - interval '1 second'
+                        WHERE state_hash = \(Digest.sha256(started.state))
+                        """)
+                }
+                let late = try await client.execute(uri: login.callbackURI(code: "code-late", state: started.state), method: .get)
+                #expect(late.status == .badRequest && late.errorCode == "invalid_state", "\(late.text)")
+                #expect(idp.tokenRequests.withLockedValue { $0.isEmpty })
+                #expect(try await pendingChallenges().isEmpty, "the expired login is used up")
             }
         }
     }

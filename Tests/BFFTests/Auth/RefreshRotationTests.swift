@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Refresh rotation", .needsDatabase)
+@Suite("Refresh rotation", .needsDatabase, .timeLimit(.minutes(3)))
 struct RefreshRotationTests {
     let database: DatabaseURL
     /// The one learner of a test: one device is one account's (a second account signing in there

@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Revoked sessions' access tokens", .needsDatabase)
+@Suite("Revoked sessions' access tokens", .needsDatabase, .timeLimit(.minutes(3)))
 struct RevocationTests {
     let database: DatabaseURL
 

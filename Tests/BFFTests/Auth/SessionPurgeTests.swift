@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Purge of spent refresh tokens", .needsDatabase)
+@Suite("Purge of spent refresh tokens", .needsDatabase, .timeLimit(.minutes(3)))
 struct SessionPurgeTests {
     let database: DatabaseURL
 

@@ -5,7 +5,7 @@ import Testing
 
 /// `ChatListRoute` writes the list's JSON by hand; the generated types and `JSONEncoder` are the
 /// reference it must agree with, member for member.
-@Suite("Chat list JSON")
+@Suite("Chat list JSON", .timeLimit(.minutes(3)))
 struct ChatPageJSONTests {
     static func record(title: String, subject: String?, topic: String?, status: String, preview: String?, deleted: Bool,
                        created: Int64, updated: Int64) -> ChatRecord {

@@ -6,12 +6,41 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Chats and history", .needsDatabase)
+@Suite("Chats and history", .needsDatabase, .timeLimit(.minutes(3)))
 struct ChatsTests {
     let database: DatabaseURL
 
     init() async throws {
         database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    @Test("Idempotency-Key: 1-255 visible ASCII characters, else 422 and nothing made; a key whose first request has not finished is 409 idempotency_in_progress")
+    func idempotencyKeyLimitsAndInProgress() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        let idempotencyKey = HTTPField.Name("Idempotency-Key")!
+        // The first request's claim, committed without its answer yet (as a concurrent one sees it).
+        try await database.withClient { client in
+            _ = try await client.query("""
+                INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
+                VALUES (\(learner.id), \(ChatCreation.operation), 'busy-key', sha256('{}'::bytea))
+                """)
+        }
+        try await app.live { client in
+            let longest = String(repeating: "k", count: 255)
+            let accepted = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}", headers: [idempotencyKey: longest])
+            #expect(accepted.status == .created, "\(accepted.text)")
+            for refused in [String(repeating: "k", count: 256), "two words", "tab\tkey", "ключ"] {
+                let response = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}", headers: [idempotencyKey: refused])
+                #expect(response.status == .unprocessableContent && response.errorCode == "validation_failed", "\(refused): \(response.text)")
+            }
+            let busy = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}", headers: [idempotencyKey: "busy-key"])
+            #expect(busy.status == .conflict && busy.errorCode == "idempotency_in_progress", "\(busy.text)")
+        }
+        let chats = try await database.withClient { [learner] client in
+            try await client.query("SELECT count(*)::int FROM chats WHERE user_id = \(learner.id)").collect().first?.decode(Int.self)
+        }
+        #expect(chats == 1, "only the accepted request made a chat")
     }
 
     /// `count` chats whose updated_at are one second apart, the last one newest.

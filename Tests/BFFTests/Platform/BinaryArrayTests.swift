@@ -5,7 +5,7 @@ import Testing
 
 /// `BinaryArray` reads `array_send`'s format itself, and the chat lists read whole pages through it;
 /// postgres-nio's row-by-row decoding of the same values is the reference.
-@Suite("Binary arrays", .needsDatabase)
+@Suite("Binary arrays", .needsDatabase, .timeLimit(.minutes(3)))
 struct BinaryArrayTests {
     let database: DatabaseURL
 

@@ -5,7 +5,7 @@ import Testing
 
 /// `BinaryCells` reads PostgreSQL's binary values itself; postgres-nio's generic decoder is the
 /// reference, on real rows from a real server, including the types it falls back for.
-@Suite("Binary cells", .needsDatabase)
+@Suite("Binary cells", .needsDatabase, .timeLimit(.minutes(3)))
 struct BinaryCellsTests {
     let database: DatabaseURL
 

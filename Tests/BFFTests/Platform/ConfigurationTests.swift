@@ -1,7 +1,7 @@
 import Testing
 @testable import BFF
 
-@Suite("Configuration")
+@Suite("Configuration", .timeLimit(.minutes(3)))
 struct ConfigurationTests {
     private let valid: [String: String] = [
         "BFF_DATABASE_URL": "postgres://bff:secret@db.internal:6543/bff?sslmode=require",

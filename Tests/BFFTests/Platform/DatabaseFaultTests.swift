@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Database outage", .needsDatabase, .serialized)
+@Suite("Database outage", .needsDatabase, .serialized, .timeLimit(.minutes(3)))
 struct DatabaseFaultTests {
     @Test("PostgreSQL stopped under a running server: readyz 503 within 5 s, requests 503 database_unavailable, recovery within 10 s")
     func outageAndRecovery() async throws {

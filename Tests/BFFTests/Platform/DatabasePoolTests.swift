@@ -3,7 +3,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Database pools", .needsDatabase)
+@Suite("Database pools", .needsDatabase, .timeLimit(.minutes(3)))
 struct DatabasePoolTests {
     @Test("a process opens at most its pool size: with more event loops than connections, the loops beyond take turns at the pools")
     func poolsCappedAtThePoolSize() async throws {

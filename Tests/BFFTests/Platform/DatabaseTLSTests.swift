@@ -9,7 +9,7 @@ import X509
 
 /// `sslmode` against a PostgreSQL of the test's own that speaks TLS with a self-signed certificate
 /// for `localhost`, as Debian's packaged server does out of the box.
-@Suite("Database TLS", .needsDatabase)
+@Suite("Database TLS", .needsDatabase, .timeLimit(.minutes(3)))
 struct DatabaseTLSTests {
     @Test("sslmode as in libpq: prefer and require encrypt without checking, verify-ca and verify-full check against sslrootcert")
     func sslModes() async throws {

@@ -5,7 +5,7 @@ import Testing
 
 /// The contract's error codes (`openapi.yaml`, the "Errors" table and the error examples) and
 /// `ErrorCode` are one vocabulary: a code added to either must be added to both, with one status.
-@Suite("Error vocabulary")
+@Suite("Error vocabulary", .timeLimit(.minutes(3)))
 struct ErrorVocabularyTests {
     /// The Errors table of the contract's description: each documented code with its row's status.
     static func documentedCodes() throws -> [String: Int] {

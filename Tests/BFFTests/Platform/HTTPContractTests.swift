@@ -7,7 +7,7 @@ import Testing
 @testable import BFF
 
 /// The platform middleware seen from a client: errors, CORS, request ids, body cap, health and metrics.
-@Suite("HTTP platform", .needsDatabase)
+@Suite("HTTP platform", .needsDatabase, .timeLimit(.minutes(3)))
 struct HTTPContractTests {
     let database: DatabaseURL
 
@@ -252,8 +252,12 @@ struct HTTPContractTests {
             #expect(preflight.status == .noContent)
             #expect(preflight.headers[.accessControlAllowOrigin] == "https://app.example.com")
             #expect(preflight.headers[.accessControlAllowCredentials] == "false")
-            let allowHeaders = preflight.headers[.accessControlAllowHeaders]?.lowercased() ?? ""
-            #expect(allowHeaders.contains("authorization") && allowHeaders.contains("content-type"))
+            let allowHeaders = Set((preflight.headers[.accessControlAllowHeaders] ?? "").lowercased()
+                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            // The web's create sends Idempotency-Key, and any call may send its X-Request-Id.
+            #expect(allowHeaders == ["authorization", "content-type", "idempotency-key", "x-request-id"], "\(allowHeaders)")
+            let exposed = (allowed.headers[.accessControlExposeHeaders] ?? "").lowercased()
+            #expect(exposed.contains("x-request-id") && exposed.contains("retry-after") && exposed.contains("ratelimit-remaining"))
 
             let foreignPreflight = try await client.execute(uri: "/api/v1/chats", method: .options, headers: [.origin: "https://evil.example"])
             #expect(foreignPreflight.status == .noContent)

@@ -3,7 +3,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Migrations", .needsDatabase)
+@Suite("Migrations", .needsDatabase, .timeLimit(.minutes(3)))
 struct MigrationTests {
     let migrations: [Migration]
 

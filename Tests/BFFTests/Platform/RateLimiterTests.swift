@@ -5,7 +5,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Rate limiter", .needsDatabase)
+@Suite("Rate limiter", .needsDatabase, .timeLimit(.minutes(3)))
 struct RateLimiterTests {
     let database: DatabaseURL
 
@@ -128,6 +128,31 @@ struct RateLimiterTests {
             }
             #expect(health.headers[.rateLimitLimit] == nil)
         }
+    }
+
+    @Test("behind a trusted proxy each forwarded client has its own login budget; from an untrusted peer X-Forwarded-For is ignored and all share the peer's")
+    func trustedProxiesOverHTTP() async throws {
+        func statuses(trusting proxies: String?) async throws -> [String: [HTTPResponse.Status]] {
+            var environment = ["BFF_AUTH_RATE_LIMIT": "2", "BFF_OIDC_ISSUER": "http://127.0.0.1:9"]
+            if let proxies { environment["BFF_TRUSTED_PROXIES"] = proxies }
+            let app = try await makeTestApp(database: try await TestDatabases.shared.makeMigrated(), environment: environment)
+            return try await app.live { client in
+                var seen: [String: [HTTPResponse.Status]] = [:]
+                for forwarded in ["203.0.113.7", "203.0.113.7", "203.0.113.7", "198.51.100.4"] {
+                    let response = try await client.execute(
+                        uri: "/api/v1/auth/start?device_id=proxy-device-1&redirect_uri=x", method: .get, headers: [.xForwardedFor: forwarded])
+                    seen[forwarded, default: []].append(response.status)
+                }
+                return seen
+            }
+        }
+        // Trusted: 203.0.113.7 spends its own two and is refused; 198.51.100.4 is untouched.
+        let trusted = try await statuses(trusting: "127.0.0.1, ::1")
+        #expect(trusted["203.0.113.7"]?.map { $0 == .tooManyRequests } == [false, false, true])
+        #expect(trusted["198.51.100.4"]?.contains(.tooManyRequests) == false)
+        // Untrusted: the header is the client's own word; every request counts against the peer.
+        let untrusted = try await statuses(trusting: nil)
+        #expect(untrusted["198.51.100.4"] == [.tooManyRequests])
     }
 
     @Test("requests carrying X-Forwarded-For from a peer that is no trusted proxy are warned of once a minute at most; from a trusted proxy, not at all")

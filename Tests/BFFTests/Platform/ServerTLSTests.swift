@@ -6,7 +6,7 @@ import Testing
 @testable import BFF
 
 /// The server terminating TLS itself (`BFF_TLS_CERT`, `BFF_TLS_KEY`), with a self-signed certificate.
-@Suite("Server TLS", .needsDatabase)
+@Suite("Server TLS", .needsDatabase, .timeLimit(.minutes(3)))
 struct ServerTLSTests {
     let database: DatabaseURL
     let directory: String

@@ -5,7 +5,7 @@ import NIOPosix
 import Testing
 @testable import BFF
 
-@Suite("Start-up failure", .needsDatabase)
+@Suite("Start-up failure", .needsDatabase, .timeLimit(.minutes(3)))
 struct StartupFailureTests {
     @Test("a taken port makes the server fail within seconds, not run on (the maintenance loop once spun after cancellation)")
     func takenPort() async throws {

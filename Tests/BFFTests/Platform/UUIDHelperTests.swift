@@ -3,7 +3,7 @@ import NIOCore
 import Testing
 @testable import BFF
 
-@Suite("UUID helpers")
+@Suite("UUID helpers", .timeLimit(.minutes(3)))
 struct UUIDHelperTests {
     @Test("random() is version 4, RFC 4122 variant, and different each time; lowercasedString matches Foundation; canonical parsing both cases")
     func uuids() {

@@ -4,7 +4,7 @@ import Testing
 @testable import BFF
 
 /// The hand-written encoders and decoders of the hot paths, held to the standards they replace.
-@Suite("Wire formats")
+@Suite("Wire formats", .timeLimit(.minutes(3)))
 struct WireFormatTests {
     @Test("base64url: RFC 4648 vectors both ways; padding only at the end; non-canonical and impossible input refused")
     func base64url() {

@@ -6,7 +6,7 @@ import PostgresNIO
 import Testing
 @testable import BFF
 
-@Suite("Settings and catalogue", .needsDatabase)
+@Suite("Settings and catalogue", .needsDatabase, .timeLimit(.minutes(3)))
 struct SettingsTests {
     let database: DatabaseURL
 

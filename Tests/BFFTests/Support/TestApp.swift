@@ -3,6 +3,7 @@ import Hummingbird
 import HummingbirdTesting
 import Logging
 import NIOConcurrencyHelpers
+import Testing
 @testable import BFF
 
 /// Log lines the server under test wrote, to assert on request ids and on what must never be logged.
@@ -41,9 +42,16 @@ func makeTestApp(
 extension TestResponse {
     var text: String { String(buffer: body) }
 
+    /// The body as a JSON object. Any other body is recorded as an issue (and read as `[:]`), so that
+    /// `errorCode == nil` or a missing field cannot pass on a body that is no JSON at all.
     var json: [String: Any] {
-        (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] ?? [:]
+        guard let object = (try? JSONSerialization.jsonObject(with: Data(buffer: body))) as? [String: Any] else {
+            Issue.record("the body is not a JSON object (status \(status.code)): \(String(buffer: body).prefix(200))")
+            return [:]
+        }
+        return object
     }
 
+    /// The error body's `code`; nil for a body without one (a success's), an issue for no JSON object.
     var errorCode: String? { json["code"] as? String }
 }
