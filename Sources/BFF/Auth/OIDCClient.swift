@@ -106,8 +106,8 @@ final class OIDCClient: Sendable {
         let keyIDs: Set<String>
         /// How long the provider lets the set be kept (its `Cache-Control: max-age`).
         let maxAge: Duration
-        /// When it was fetched; also tells one fetch's set from the next.
-        let fetchedAt: ContinuousClock.Instant
+        /// Tells one fetch's set from the next.
+        let fetchID = UUID()
     }
 
     let issuer: String
@@ -133,7 +133,8 @@ final class OIDCClient: Sendable {
     /// refused as the provider being unavailable before the next fetch.
     init(
         issuer: URL, clientID: String, clientSecret: String?, http: HTTPClient = .withoutRedirects,
-        jwksRefetchInterval: Duration = .seconds(60), fetchFailureBackoff: Duration = .seconds(5)
+        jwksRefetchInterval: Duration = .seconds(60), fetchFailureBackoff: Duration = .seconds(5),
+        now: @escaping @Sendable () -> ContinuousClock.Instant = { .now }
     ) {
         let issuer = Self.withoutTrailingSlashes(issuer.absoluteString)
         self.issuer = issuer
@@ -142,7 +143,7 @@ final class OIDCClient: Sendable {
         self.http = http
         self.jwksRefetchInterval = jwksRefetchInterval
         let timeout = timeout
-        let metadataFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
+        let metadataFetch = SharedFetch(failureBackoff: fetchFailureBackoff, now: now) {
             let metadata: Metadata = try await Self.getJSON("\(issuer)/.well-known/openid-configuration", http: http, timeout: timeout)
             guard Self.withoutTrailingSlashes(metadata.issuer) == issuer else {
                 throw IdPUnavailable(reason: "discovery names issuer \(metadata.issuer), expected \(issuer)")
@@ -151,7 +152,7 @@ final class OIDCClient: Sendable {
             return metadata
         }
         self.metadataFetch = metadataFetch
-        keySetFetch = SharedFetch(failureBackoff: fetchFailureBackoff) {
+        keySetFetch = SharedFetch(failureBackoff: fetchFailureBackoff, now: now) {
             let metadata = try await metadataFetch.get { _, age in age >= Self.metadataLifetime }
             return try await Self.fetchKeySet(metadata.jwksURI, http: http, timeout: timeout, shortestMaxAge: jwksRefetchInterval)
         }
@@ -314,9 +315,9 @@ final class OIDCClient: Sendable {
             // A provider that rotated a key under the same kid: the held key fails the signature.
             // One fetch, under the same rate as an unknown kid's, and one more try with what it brings.
             let fresh = try await keySetFetch.get { [jwksRefetchInterval] held, age in
-                held.fetchedAt == keys.fetchedAt && age >= jwksRefetchInterval
+                held.fetchID == keys.fetchID && age >= jwksRefetchInterval
             }
-            guard fresh.fetchedAt != keys.fetchedAt, header.kid.map(fresh.keyIDs.contains) ?? true else {
+            guard fresh.fetchID != keys.fetchID, header.kid.map(fresh.keyIDs.contains) ?? true else {
                 throw IdPRejected(reason: "signature: \(error)")
             }
             do {
@@ -341,7 +342,7 @@ final class OIDCClient: Sendable {
         } catch {
             throw IdPUnavailable(reason: "JWKS could not be loaded: \(error)")
         }
-        return KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)), maxAge: maxAge, fetchedAt: .now)
+        return KeySet(keys: collection, keyIDs: Set(parsed.keys.compactMap(\.kid)), maxAge: maxAge)
     }
 
     /// How long `Cache-Control` lets an answer be kept: its `max-age`, zero for `no-store` or

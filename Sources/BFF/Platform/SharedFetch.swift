@@ -21,17 +21,21 @@ final class SharedFetch<Value: Sendable>: Sendable {
 
     private let state = NIOLockedValueBox(State())
     private let failureBackoff: Duration
+    private let now: @Sendable () -> ContinuousClock.Instant
     private let fetch: @Sendable () async throws -> Value
 
-    init(failureBackoff: Duration, fetch: @escaping @Sendable () async throws -> Value) {
+    /// `now`: the clock ages and backoffs are measured by (a test's own, to age a value at once).
+    init(failureBackoff: Duration, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+         fetch: @escaping @Sendable () async throws -> Value) {
         self.failureBackoff = failureBackoff
+        self.now = now
         self.fetch = fetch
     }
 
     /// The value, fetched first when there is none or `isStale(value, age)` holds. Within the backoff
     /// after a failed fetch, that failure is thrown instead of fetching.
     func get(isStale: (Value, Duration) -> Bool) async throws -> Value {
-        let now = ContinuousClock.now
+        let now = now()
         let next: Next = try state.withLockedValue { state in
             if let value = state.value, let fetchedAt = state.fetchedAt, !isStale(value, now - fetchedAt) {
                 return .ready(value)
@@ -55,12 +59,12 @@ final class SharedFetch<Value: Sendable>: Sendable {
     private func run() async throws -> Value {
         do {
             let value = try await fetch()
-            state.withLockedValue { $0 = State(value: value, fetchedAt: .now) }
+            state.withLockedValue { [now] in $0 = State(value: value, fetchedAt: now()) }
             return value
         } catch {
             state.withLockedValue {
                 $0.inFlight = nil
-                $0.failure = (error, .now)
+                $0.failure = (error, now())
             }
             throw error
         }

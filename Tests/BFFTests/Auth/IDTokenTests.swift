@@ -88,7 +88,9 @@ struct IDTokenTests {
     func sharedFetches() async throws {
         try await LocalIdP().serve { idp in
             idp.jwksDelay.withLockedValue { $0 = .milliseconds(200) }
-            let oidc = OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: .seconds(6))
+            let clock = ManualClock()
+            let oidc = OIDCClient(
+                issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: .seconds(6), now: clock.now)
             let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
             let valid = try await idp.sign(claims)
             let unknownKey = try await idp.sign(claims, kid: "rotated-key")
@@ -110,7 +112,7 @@ struct IDTokenTests {
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
             await concurrently(unknownKey, valid: false)
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
-            try await Task.sleep(for: .milliseconds(6200))
+            clock.advance(by: .milliseconds(6200))
             await concurrently(unknownKey, valid: false)
             #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
             #expect(idp.discoveryRequests.withLockedValue { $0 } == 1)
@@ -120,9 +122,10 @@ struct IDTokenTests {
     @Test("after a failed JWKS fetch, verifications within the backoff are 'unavailable' without fetching again, a token naming a held key still verifies; then it is fetched anew")
     func failedFetchBackoff() async throws {
         try await LocalIdP().serve { idp in
+            let clock = ManualClock()
             let oidc = OIDCClient(
                 issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil,
-                jwksRefetchInterval: .zero, fetchFailureBackoff: .seconds(2))
+                jwksRefetchInterval: .zero, fetchFailureBackoff: .seconds(2), now: clock.now)
             let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
             let token = try await idp.sign(claims)
             let unknownKey = try await idp.sign(claims, kid: "rotated-key")
@@ -133,7 +136,7 @@ struct IDTokenTests {
             await #expect(throws: IdPUnavailable.self) { try await oidc.verifyIDToken(token, nonce: "n-1") }
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
             idp.jwksStatus.withLockedValue { $0 = .ok }
-            try await Task.sleep(for: .milliseconds(2200))
+            clock.advance(by: .milliseconds(2200))
             #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
             #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
 

@@ -12,15 +12,17 @@ import Testing
 @Suite("Identity provider trust", .timeLimit(.minutes(2)))
 struct IdentityProviderTests {
 
-    private static func client(_ idp: LocalIdP, refetchInterval: Duration) -> OIDCClient {
-        OIDCClient(issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: refetchInterval)
+    private static func client(_ idp: LocalIdP, refetchInterval: Duration, clock: ManualClock = ManualClock()) -> OIDCClient {
+        OIDCClient(
+            issuer: URL(string: idp.issuer)!, clientID: "bff-tests", clientSecret: nil, jwksRefetchInterval: refetchInterval, now: clock.now)
     }
 
     @Test("a key the provider withdrew stops being trusted once the JWKS's max-age has passed")
     func withdrawnKeyGoesStale() async throws {
         try await LocalIdP().serve { idp in
             idp.jwksCacheControl.withLockedValue { $0 = "public, max-age=1" }
-            let oidc = Self.client(idp, refetchInterval: .seconds(1))
+            let clock = ManualClock()
+            let oidc = Self.client(idp, refetchInterval: .seconds(1), clock: clock)
             let claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")
             let signedByOldKey = try await idp.sign(claims)
             #expect(try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1").sub.value == "student-42")
@@ -28,7 +30,7 @@ struct IdentityProviderTests {
             // Within the max-age the held set still answers: no fetch per token.
             #expect(try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1").sub.value == "student-42")
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
-            try await Task.sleep(for: .milliseconds(1200))
+            clock.advance(by: .milliseconds(1200))
             await #expect(throws: IdPRejected.self) { try await oidc.verifyIDToken(signedByOldKey, nonce: "n-1") }
             #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
             #expect(try await oidc.verifyIDToken(try await idp.sign(claims), nonce: "n-1").sub.value == "student-42")
@@ -38,12 +40,18 @@ struct IdentityProviderTests {
     @Test("without Cache-Control the JWKS is kept for an hour, not fetched per token")
     func defaultMaxAge() async throws {
         try await LocalIdP().serve { idp in
-            let oidc = Self.client(idp, refetchInterval: .seconds(1))
+            let clock = ManualClock()
+            let oidc = Self.client(idp, refetchInterval: .seconds(1), clock: clock)
             let token = try await idp.sign(TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1"))
             #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
-            try await Task.sleep(for: .milliseconds(1200))
+            // Just short of the default hour: still held.
+            clock.advance(by: .seconds(3599))
             #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
             #expect(idp.jwksRequests.withLockedValue { $0 } == 1)
+            // Past it: fetched again.
+            clock.advance(by: .seconds(2))
+            #expect(try await oidc.verifyIDToken(token, nonce: "n-1").sub.value == "student-42")
+            #expect(idp.jwksRequests.withLockedValue { $0 } == 2)
         }
         #expect(OIDCClient.maxAge(cacheControl: []) == nil)
         #expect(OIDCClient.maxAge(cacheControl: ["public, max-age=600"]) == .seconds(600))
