@@ -77,7 +77,8 @@ struct ChatsTests {
                 cursor = page.json["next_cursor"] as? String
                 pages += 1
             } while cursor != nil && pages < 10
-            #expect(pages == 3 && seen.count == 45 && Set(seen).count == 45)
+            // Required: the walk below indexes into what this one saw.
+            try #require(pages == 3 && seen.count == 45 && Set(seen).count == 45)
             #expect(titles.first == "chat 45" && titles.last == "chat 1")
 
             // Walk again, renaming a chat of the last page after the first page was read.
@@ -88,11 +89,15 @@ struct ChatsTests {
             #expect(renamed.status == .ok)
             var walk = ids(first)
             cursor = first.json["next_cursor"] as? String
-            while let next = cursor {
+            // Bounded: a cursor that never ends must fail the test, not hang it.
+            var walkedPages = 1
+            while let next = cursor, walkedPages < 10 {
                 let page = try await client.call(.get, "/api/v1/chats?limit=20&cursor=\(next)", as: learner)
                 walk += ids(page)
                 cursor = page.json["next_cursor"] as? String
+                walkedPages += 1
             }
+            #expect(cursor == nil && walkedPages == 3, "\(walkedPages) pages")
             #expect(Set(walk).count == walk.count, "no duplicates")
             #expect(Set(seen).subtracting([lastPageChat]).isSubset(of: Set(walk)), "every unchanged chat appears")
             let since = try RFC3339Dates().encode(firstFetchedAt.addingTimeInterval(-1))
