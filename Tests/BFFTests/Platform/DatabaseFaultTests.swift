@@ -136,10 +136,15 @@ struct DatabaseFaultTests {
             try await cluster.run("stop")
             let stoppedAt = ContinuousClock.now
             var readiness = HTTPResponse.Status.ok
+            var notReady: TestResponse?
             while readiness != .serviceUnavailable, ContinuousClock.now - stoppedAt < .seconds(5) {
-                readiness = try await client.execute(uri: "/readyz", method: .get).status
+                let response = try await client.execute(uri: "/readyz", method: .get)
+                readiness = response.status
+                notReady = response
             }
             #expect(readiness == .serviceUnavailable, "readyz still \(readiness) 5 s after the database stopped")
+            // The contract's error body, not an empty 503.
+            #expect(notReady?.errorCode == "database_unavailable" && (notReady?.json["message"] as? String)?.isEmpty == false)
 
             let limited = try await client.execute(
                 uri: "/api/v1/auth/start?device_id=device-0001&redirect_uri=com.example.app:/oauth/callback", method: .get)
