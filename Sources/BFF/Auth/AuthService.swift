@@ -34,7 +34,7 @@ struct AuthService: Sendable {
     /// (the app keeps the verifier); the app opens the URL.
     func start(deviceID: String, redirectURI: String, codeChallenge: String) async throws -> (url: String, state: String, expiresAt: Date) {
         guard configuration.oidcRedirectURIs.contains(redirectURI) else {
-            throw APIError(.invalidRedirectURI, "redirect_uri is not registered for this app.")
+            throw APIError(.invalidRedirectURI)
         }
         try Self.requireDeviceID(deviceID)
         guard PKCE.isChallenge(codeChallenge) else {
@@ -60,13 +60,13 @@ struct AuthService: Sendable {
             throw APIError.validation("state", "must be 1-256 characters of A-Z a-z 0-9 - _")
         }
         guard let login = try await identity.consumeLogin(state: state) else {
-            throw APIError(.invalidState, "The login is unknown, expired or already used; start again.")
+            throw APIError(.invalidState)
         }
         // After the login is used up: whoever holds the redirect's code and state but not the
         // verifier gets one try, which also ends the login for everyone.
         guard let codeVerifier, PKCE.verifier(codeVerifier, matches: login.codeChallenge) else {
             logger.notice("security: login refused, the PKCE verifier is missing or wrong", metadata: ["event": "pkce_mismatch"])
-            throw APIError(.invalidGrant, "The code_verifier does not match this login; start again.")
+            throw APIError(.invalidGrant)
         }
         let claims = try await mapIdPErrors {
             let idToken = try await oidc.exchange(code: code, redirectURI: login.redirectURI, codeVerifier: codeVerifier)
@@ -173,7 +173,7 @@ struct AuthService: Sendable {
     func backchannelLogout(_ logoutToken: String) async throws {
         let claims = try await mapIdPErrors(
             refused: "back-channel logout token refused",
-            as: APIError(.invalidLogoutToken, "The logout token is not valid.")
+            as: APIError(.invalidLogoutToken)
         ) {
             try await oidc.verifyLogoutToken(logoutToken)
         }
@@ -191,7 +191,7 @@ struct AuthService: Sendable {
 
     private func mapIdPErrors<T>(
         refused: Logger.Message = "identity provider refused the login",
-        as rejection: APIError = APIError(.idpRejected, "The identity provider did not accept the login."),
+        as rejection: APIError = APIError(.idpRejected),
         _ body: () async throws -> T
     ) async throws -> T {
         do {
@@ -201,7 +201,7 @@ struct AuthService: Sendable {
             throw rejection
         } catch let error as IdPUnavailable {
             logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
-            throw APIError(.idpUnavailable, "The identity provider is unavailable; retry shortly.")
+            throw APIError(.idpUnavailable)
         }
     }
 }

@@ -84,7 +84,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         // valid cookie needs this: an invalid one acts as nobody.
         if byCookie, case .authenticated = authentication, !Self.safeMethods.contains(request.method),
            request.headers[.origin].map(allowedOrigins.contains) != true {
-            throw APIError(.originNotAllowed, "A request authenticated by the session cookie must come from an allowed origin.")
+            throw APIError(.originNotAllowed)
         }
         // Only requests without a valid token, or with a token narrower than the apps get, look
         // the operation up.

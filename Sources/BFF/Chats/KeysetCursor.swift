@@ -32,7 +32,7 @@ struct KeysetCursor: Equatable {
     /// (a 500) instead of being refused.
     static let representable = RFC3339Dates.representableMicros
 
-    static let invalid = APIError(.invalidCursor, "cursor is not a cursor of this list and its filters.")
+    static let invalid = APIError(.invalidCursor)
 }
 
 enum PageLimit {

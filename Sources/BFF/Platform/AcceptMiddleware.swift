@@ -9,7 +9,7 @@ struct AcceptMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
     // 400, not 406: DESIGN §4 lists the statuses an error may have, and 406 is not among them.
-    static let notAcceptable = APIError(.notAcceptable, "This API answers application/json only; accept application/json or */*.")
+    static let notAcceptable = APIError(.notAcceptable)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         // Prometheus negotiates its own text formats with /metrics. An IdP's back-channel logout gets

@@ -8,7 +8,7 @@ struct BodyLimitMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let limit: Int
 
-    static let tooLarge = APIError(.payloadTooLarge, "The request body is larger than allowed.")
+    static let tooLarge = APIError(.payloadTooLarge)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {

@@ -58,7 +58,7 @@ enum ErrorMapping {
         guard let convertible = error.underlyingError as? any HTTPResponseConvertible else { return nil }
         switch convertible.httpStatus {
         case .unsupportedMediaType:
-            return APIError(.unsupportedMediaType, "Send the body as application/json.")
+            return APIError(.unsupportedMediaType)
         case .badRequest where error.causeDescription.contains("request body"):
             return APIError(.invalidJSON, "A JSON request body is required.")
         case .badRequest, .unprocessableContent:
@@ -73,7 +73,7 @@ enum ErrorMapping {
     private static func fromDecoding(_ error: DecodingError, root: String = "body") -> APIError {
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty && root == "body":
-            return APIError(.invalidJSON, "The request body is not valid JSON.")
+            return APIError(.invalidJSON)
         case .dataCorrupted(let context):
             return .validation(path(context.codingPath, root: root), "has an invalid value")
         case .keyNotFound(let key, let context):
@@ -92,11 +92,11 @@ enum ErrorMapping {
         case .notFound:
             return .notFound
         case .contentTooLarge:
-            return APIError(.payloadTooLarge, "The request body is larger than allowed.")
+            return APIError(.payloadTooLarge)
         case .unsupportedMediaType:
-            return APIError(.unsupportedMediaType, "Send the body as application/json.")
+            return APIError(.unsupportedMediaType)
         case .badRequest:
-            return APIError(.badRequest, "The request is malformed.")
+            return APIError(.badRequest)
         case .methodNotAllowed:
             return APIError(.methodNotAllowed)
         default:
