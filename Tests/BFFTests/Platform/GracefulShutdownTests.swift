@@ -50,16 +50,8 @@ struct GracefulShutdownTests {
                 var request = HTTPClientRequest(url: "\(base)/api/v1/chats")
                 request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
                 let inFlight = Task { try await http.execute(request, timeout: .seconds(20)) }
-                // Until PostgreSQL shows the server's query waiting for the lock, at most 10 s.
-                var waiting = false
-                for _ in 0..<500 where !waiting {
-                    let rows = try await connection.query(
-                        "SELECT count(*)::int FROM pg_locks WHERE relation = 'chats'::regclass AND NOT granted",
-                        logger: TestEnvironment.quietLogger)
-                    for try await count in rows.decode(Int.self) { waiting = count > 0 }
-                    if !waiting { try await Task.sleep(for: .milliseconds(20)) }
-                }
-                try #require(waiting, "the request never reached the database")
+                // Until the server's query waits for the lock.
+                try #require(try await connection.awaitLockWaiter(on: "chats"), "the request never reached the database")
                 kill(server.processIdentifier, SIGTERM)
                 // New connections are refused once the server stopped listening.
                 var refused = false

@@ -52,16 +52,8 @@ struct SettingsTests {
                     try await other.withTransaction(logger: TestEnvironment.quietLogger) { connection in
                         _ = try await connection.query("LOCK TABLE user_subject_prefs IN ACCESS EXCLUSIVE MODE", logger: TestEnvironment.quietLogger)
                         signal.finish()
-                        // Until the read waits for this lock (PostgreSQL shows it ungranted), at most 10 s.
-                        var waited = false
-                        for _ in 0..<500 where !waited {
-                            let rows = try await connection.query(
-                                "SELECT count(*)::int FROM pg_locks WHERE relation = 'user_subject_prefs'::regclass AND NOT granted",
-                                logger: TestEnvironment.quietLogger)
-                            for try await count in rows.decode(Int.self) { waited = count > 0 }
-                            if !waited { try await Task.sleep(for: .milliseconds(20)) }
-                        }
-                        #expect(waited, "the read never waited for the replacement's lock")
+                        // Until the read waits for this lock.
+                        #expect(try await connection.awaitLockWaiter(on: "user_subject_prefs"), "the read never waited for the replacement's lock")
                         _ = try await connection.query(
                             "UPDATE user_settings SET theme = 'light' WHERE user_id = \(learner.id)", logger: TestEnvironment.quietLogger)
                         _ = try await connection.query(

@@ -100,3 +100,17 @@ extension ChatRepository {
         ChatRepository(database: database, firstPages: FirstPageBatcher(database: database))
     }
 }
+
+extension PostgresConnection {
+    /// Waits, at most 10 s, until another session waits for a lock on `table` (PostgreSQL shows it
+    /// ungranted): a condition to await instead of a sleep. Whether one did.
+    func awaitLockWaiter(on table: String) async throws -> Bool {
+        for _ in 0..<500 {
+            let rows = try await query(
+                "SELECT count(*)::int FROM pg_locks WHERE relation = \(table)::regclass AND NOT granted", logger: TestEnvironment.quietLogger)
+            for try await count in rows.decode(Int.self) where count > 0 { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+}
