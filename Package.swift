@@ -36,10 +36,20 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-suppress-warnings"])],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
         ),
+        // The wire formats the hot paths read and write by hand (DESIGN §9): JSON, base64url, RFC 3339,
+        // canonical UUIDs and PostgreSQL's binary cells and arrays. Nothing here knows the contract.
+        .target(
+            name: "BFFWire",
+            dependencies: [
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ]
+        ),
         .target(
             name: "BFF",
             dependencies: [
                 "BFFAPI",
+                "BFFWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -73,13 +83,21 @@ let package = Package(
         ),
         .executableTarget(
             name: "bff-bench",
-            dependencies: ["BFF"],
+            dependencies: ["BFF", "BFFWire"],
             path: "Benchmarks/bff-bench"
+        ),
+        .testTarget(
+            name: "BFFWireTests",
+            dependencies: [
+                "BFFWire",
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .testTarget(
             name: "BFFTests",
             dependencies: [
                 "BFF",
+                "BFFWire",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -7,6 +7,7 @@
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
 import BFF
+import BFFWire
 import Foundation
 
 // MARK: - Small helpers

@@ -1,3 +1,4 @@
+import BFFWire
 import Crypto
 import Foundation
 

@@ -1,3 +1,4 @@
+import BFFWire
 import Foundation
 
 /// `BFF_JWT_KEYS`: `kid:base64url-secret` entries; the first signs, every one verifies, so keys

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BFFWire
 import Foundation
 import JWTKit
 import Logging

@@ -1,3 +1,4 @@
+import BFFWire
 import Foundation
 import Logging
 import PostgresNIO

@@ -1,3 +1,4 @@
+import BFFWire
 import Foundation
 
 /// An opaque keyset position: the `(timestamp, id)` of the last item of a page, the list it belongs
@@ -30,7 +31,7 @@ struct KeysetCursor: Equatable {
 
     /// Years 1 to 9999: an edited cursor outside them would overflow PostgreSQL's interval arithmetic
     /// (a 500) instead of being refused.
-    static let representable = RFC3339Dates.representableMicros
+    static let representable = RFC3339.representableMicros
 
     static let invalid = APIError(.invalidCursor)
 }

@@ -1,3 +1,4 @@
+import BFFWire
 import Testing
 @testable import BFF
 

@@ -2,8 +2,8 @@
 /// the shape of a JWT's header and claims — without `JSONDecoder`'s allocations. Anything else
 /// (nesting, trailing bytes, invalid escapes or UTF-8) makes the read fail, and so does `member`
 /// returning false, which is how a caller refuses a member it has seen before.
-struct FlatJSONReader {
-    enum Value: Equatable {
+public struct FlatJSONReader {
+    public enum Value: Equatable {
         case string(String)
         case number(Double)
         case bool(Bool)
@@ -13,7 +13,7 @@ struct FlatJSONReader {
 
     /// Calls `member` for each member in order; false when the bytes are not such an object or
     /// `member` refused one.
-    static func read(_ bytes: UnsafeBufferPointer<UInt8>, _ member: (String, Value) -> Bool) -> Bool {
+    public static func read(_ bytes: UnsafeBufferPointer<UInt8>, _ member: (String, Value) -> Bool) -> Bool {
         var reader = FlatJSONReader(bytes: bytes)
         return reader.object(member)
     }

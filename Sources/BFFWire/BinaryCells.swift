@@ -7,10 +7,10 @@ import PostgresNIO
 /// casts, which on a 20-row page cost more than the query; these readers do one type check and a
 /// few byte reads per cell. A cell in another type or in text format takes the generic decoder,
 /// so a schema change can make a read slower but never wrong.
-struct BinaryCells {
+public struct BinaryCells {
     private var iterator: PostgresRow.Iterator
 
-    init(_ row: PostgresRow) {
+    public init(_ row: PostgresRow) {
         iterator = row.makeIterator()
     }
 
@@ -19,21 +19,23 @@ struct BinaryCells {
         return cell
     }
 
-    struct MissingColumn: Error {}
+    public struct MissingColumn: Error {
+        public init() {}
+    }
 
-    mutating func uuid() throws -> UUID {
+    public mutating func uuid() throws -> UUID {
         let cell = try next()
         guard cell.dataType == .uuid, cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.uuid(bytes)
         else { return try cell.decode(UUID.self) }
         return value
     }
 
-    mutating func string() throws -> String {
+    public mutating func string() throws -> String {
         guard let text = try optionalString() else { throw PostgresDecodingError.Code.missingData }
         return text
     }
 
-    mutating func optionalString() throws -> String? {
+    public mutating func optionalString() throws -> String? {
         let cell = try next()
         guard cell.dataType == .text || cell.dataType == .varchar, cell.format == .binary else {
             return try cell.decode(String?.self)
@@ -43,7 +45,7 @@ struct BinaryCells {
     }
 
     /// A `timestamptz` as microseconds since 1970 (exact, unlike a `Date`).
-    mutating func timestampMicros() throws -> Int64 {
+    public mutating func timestampMicros() throws -> Int64 {
         let cell = try next()
         guard cell.dataType == .timestamptz, cell.format == .binary, let bytes = cell.bytes,
               let micros = BinaryValue.timestampMicros(bytes)
@@ -54,14 +56,14 @@ struct BinaryCells {
         return micros
     }
 
-    mutating func int() throws -> Int {
+    public mutating func int() throws -> Int {
         let cell = try next()
         guard cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.int(bytes, type: cell.dataType)
         else { return try cell.decode(Int.self) }
         return value
     }
 
-    mutating func bool() throws -> Bool {
+    public mutating func bool() throws -> Bool {
         let cell = try next()
         guard cell.dataType == .bool, cell.format == .binary, let bytes = cell.bytes, let value = BinaryValue.bool(bytes)
         else { return try cell.decode(Bool.self) }
@@ -71,21 +73,21 @@ struct BinaryCells {
 
 /// PostgreSQL's binary encodings (the types' `send` functions) of single values; nil when the bytes
 /// do not have the type's length. Shared by row cells and array elements.
-enum BinaryValue {
-    static func uuid(_ bytes: ByteBuffer) -> UUID? {
+public enum BinaryValue {
+    public static func uuid(_ bytes: ByteBuffer) -> UUID? {
         guard bytes.readableBytes == 16 else { return nil }
         return UUID(uuid: bytes.withUnsafeReadableBytes { $0.loadUnaligned(as: uuid_t.self) })
     }
 
     /// Microseconds since 1970 of a `timestamptz`, which PostgreSQL counts from 2000-01-01T00:00:00Z.
-    static func timestampMicros(_ bytes: ByteBuffer) -> Int64? {
+    public static func timestampMicros(_ bytes: ByteBuffer) -> Int64? {
         guard bytes.readableBytes == 8, let sincePostgresEpoch = bytes.getInteger(at: bytes.readerIndex, as: Int64.self)
         else { return nil }
         return sincePostgresEpoch + 946_684_800_000_000
     }
 
     /// An `int4` or `int8`.
-    static func int(_ bytes: ByteBuffer, type: PostgresDataType) -> Int? {
+    public static func int(_ bytes: ByteBuffer, type: PostgresDataType) -> Int? {
         switch (type, bytes.readableBytes) {
         case (.int4, 4): return bytes.getInteger(at: bytes.readerIndex, as: Int32.self).map(Int.init)
         case (.int8, 8): return bytes.getInteger(at: bytes.readerIndex, as: Int64.self).map(Int.init)
@@ -93,14 +95,14 @@ enum BinaryValue {
         }
     }
 
-    static func bool(_ bytes: ByteBuffer) -> Bool? {
+    public static func bool(_ bytes: ByteBuffer) -> Bool? {
         guard bytes.readableBytes == 1 else { return nil }
         return bytes.getInteger(at: bytes.readerIndex, as: UInt8.self).map { $0 != 0 }
     }
 }
 
 extension Date {
-    init(micros: Int64) {
+    public init(micros: Int64) {
         self.init(timeIntervalSince1970: Double(micros) / 1_000_000)
     }
 }

@@ -7,19 +7,23 @@ import PostgresNIO
 /// Used for pages sent as one row of `array_agg` columns: postgres-nio spends several microseconds
 /// on every row it delivers, so twenty rows cost the server more than the query; ten arrays in one
 /// row cost one row (DESIGN §9, the chat list).
-struct BinaryArray {
-    struct Malformed: Error, CustomStringConvertible {
-        let description: String
+public struct BinaryArray {
+    public struct Malformed: Error, CustomStringConvertible {
+        public let description: String
+
+        public init(description: String) {
+            self.description = description
+        }
     }
 
     /// Elements not read yet.
-    private(set) var remaining: Int
+    public private(set) var remaining: Int
     private let elementType: PostgresDataType
     private var buffer: ByteBuffer
 
     /// The array in `cell`, whose elements must be of `elementType`. A NULL cell (what `array_agg`
     /// gives over no rows) is the empty array.
-    init(_ cell: PostgresCell, of elementType: PostgresDataType) throws {
+    public init(_ cell: PostgresCell, of elementType: PostgresDataType) throws {
         self.elementType = elementType
         guard var buffer = cell.bytes else {
             remaining = 0
@@ -50,7 +54,7 @@ struct BinaryArray {
     }
 
     /// The next element's bytes, nil for NULL.
-    mutating func next() throws -> ByteBuffer? {
+    public mutating func next() throws -> ByteBuffer? {
         guard remaining > 0 else { throw Malformed(description: "read past the last element") }
         remaining -= 1
         guard let length = buffer.readInteger(as: Int32.self) else { throw Malformed(description: "truncated element") }
@@ -68,30 +72,30 @@ struct BinaryArray {
         Malformed(description: "an element of type \(elementType.rawValue) has an unexpected length")
     }
 
-    mutating func uuid() throws -> UUID {
+    public mutating func uuid() throws -> UUID {
         guard let value = BinaryValue.uuid(try required()) else { throw invalid() }
         return value
     }
 
-    mutating func optionalString() throws -> String? {
+    public mutating func optionalString() throws -> String? {
         try next().map { String(buffer: $0) }
     }
 
-    mutating func string() throws -> String {
+    public mutating func string() throws -> String {
         String(buffer: try required())
     }
 
-    mutating func timestampMicros() throws -> Int64 {
+    public mutating func timestampMicros() throws -> Int64 {
         guard let value = BinaryValue.timestampMicros(try required()) else { throw invalid() }
         return value
     }
 
-    mutating func int() throws -> Int {
+    public mutating func int() throws -> Int {
         guard let value = BinaryValue.int(try required(), type: elementType) else { throw invalid() }
         return value
     }
 
-    mutating func bool() throws -> Bool {
+    public mutating func bool() throws -> Bool {
         guard let value = BinaryValue.bool(try required()) else { throw invalid() }
         return value
     }

@@ -17,10 +17,10 @@ public enum Base64URL {
         return String(decoding: output, as: UTF8.self)
     }
 
-    static func encodedCount(_ byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
+    public static func encodedCount(_ byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
 
     /// Appends the encoding of `bytes` to `output`.
-    static func append<Bytes: Sequence, Output: RangeReplaceableCollection>(
+    public static func append<Bytes: Sequence, Output: RangeReplaceableCollection>(
         _ bytes: Bytes, to output: inout Output
     ) where Bytes.Element == UInt8, Output.Element == UInt8 {
         alphabet.withUnsafeBufferPointer { alphabet in
@@ -37,7 +37,7 @@ public enum Base64URL {
     }
 
     /// Whether `byte` is one of the 64 characters (not `=`).
-    static func isAlphabet(_ byte: UInt8) -> Bool { values[Int(byte)] & 0xC0 == 0 }
+    public static func isAlphabet(_ byte: UInt8) -> Bool { values[Int(byte)] & 0xC0 == 0 }
 
     /// Decodes unpadded base64url, or padded with trailing `=`; nil for anything else.
     public static func decode(_ text: String) -> [UInt8]? {
@@ -58,7 +58,7 @@ public enum Base64URL {
     /// number of bytes written, or nil on any byte outside the alphabet, an impossible length, or
     /// unused bits that are not zero (so one byte string has exactly one encoding). No allocation:
     /// this runs on every request's token.
-    static func decode(_ encoded: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int? {
+    public static func decode(_ encoded: UnsafeBufferPointer<UInt8>, into output: UnsafeMutableBufferPointer<UInt8>) -> Int? {
         precondition(output.count >= encoded.count * 3 / 4)
         return values.withUnsafeBufferPointer { values -> Int? in
             var written = 0

@@ -4,7 +4,7 @@ import NIOCore
 extension UUID {
     /// Parses the 36-character `8-4-4-4-12` hex form (either case) without Foundation's `sscanf`,
     /// which dominates a token check otherwise.
-    init?(canonical text: String) {
+    public init?(canonical text: String) {
         var text = text
         guard let uuid = text.withUTF8({ Self.parse($0) }) else { return nil }
         self.init(uuid: uuid)
@@ -43,7 +43,7 @@ extension UUID {
     /// A version 4 UUID from one call to the system generator (glibc's `arc4random_buf`, one
     /// `getrandom`). Foundation's `UUID()` opens and reads `/dev/urandom` on every call, and
     /// `SystemRandomNumberGenerator` makes one system call per 64-bit word.
-    static func random() -> UUID {
+    public static func random() -> UUID {
         var bytes = unsafeBitCast((UInt64(0), UInt64(0)), to: uuid_t.self)
         withUnsafeMutableBytes(of: &bytes) { raw in
             arc4random_buf(raw.baseAddress!, raw.count)
@@ -54,7 +54,7 @@ extension UUID {
     }
 
     /// The lower-case `8-4-4-4-12` form, without going through `uuidString` and `lowercased()`.
-    var lowercasedString: String {
+    public var lowercasedString: String {
         var writer = JSONWriter(capacity: 38)
         writer.uuid(uuid)
         return String(decoding: writer.buffer.readableBytesView.dropFirst().dropLast(), as: UTF8.self)

@@ -1,7 +1,7 @@
 import Foundation
 import NIOCore
 import Testing
-@testable import BFF
+@testable import BFFWire
 
 @Suite("UUID helpers", .timeLimit(.minutes(3)))
 struct UUIDHelperTests {

@@ -3,41 +3,41 @@ import NIOCore
 /// Writes JSON straight into bytes, for the documents on hot paths (the AppJWT, the chat list) where
 /// `JSONEncoder`'s generic machinery costs more than the rest of the request. The caller writes the
 /// structure; this type gets strings, numbers and separators right.
-struct JSONWriter {
+public struct JSONWriter {
     /// The document so far. A `ByteBuffer`, so a response body needs no copy; the fixed-width values
     /// (UUIDs, timestamps, integers) are written into it in one reservation each, not byte by byte.
-    private(set) var buffer: ByteBuffer
+    public private(set) var buffer: ByteBuffer
 
-    init(capacity: Int = 256) {
+    public init(capacity: Int = 256) {
         buffer = ByteBufferAllocator().buffer(capacity: capacity)
     }
 
-    mutating func raw(_ text: StaticString) {
+    public mutating func raw(_ text: StaticString) {
         buffer.writeStaticString(text)
     }
 
-    mutating func byte(_ byte: UInt8) {
+    public mutating func byte(_ byte: UInt8) {
         buffer.writeInteger(byte)
     }
 
     /// `"key":`, for keys that are literals and need no escaping.
-    mutating func key(_ key: StaticString) {
+    public mutating func key(_ key: StaticString) {
         byte(UInt8(ascii: "\""))
         raw(key)
         raw("\":")
     }
 
-    mutating func string(_ value: String) {
+    public mutating func string(_ value: String) {
         var value = value
         value.withUTF8 { utf8 in string(utf8) }
     }
 
-    mutating func string(_ value: String?) {
+    public mutating func string(_ value: String?) {
         if let value { string(value) } else { raw("null") }
     }
 
     /// RFC 8259 §7: quotation mark, reverse solidus and control characters escaped, the rest as is.
-    mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
+    public mutating func string(_ utf8: UnsafeBufferPointer<UInt8>) {
         byte(UInt8(ascii: "\""))
         var start = 0
         for index in 0..<utf8.count {
@@ -65,7 +65,7 @@ struct JSONWriter {
         byte(UInt8(ascii: "\""))
     }
 
-    mutating func integer<Integer: FixedWidthInteger>(_ value: Integer) {
+    public mutating func integer<Integer: FixedWidthInteger>(_ value: Integer) {
         // 20 digits hold any 64-bit magnitude, plus the sign.
         precondition(Integer.bitWidth <= 64, "JSONWriter.integer writes integers of up to 64 bits")
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 21) { out in
@@ -90,7 +90,7 @@ struct JSONWriter {
     }
 
     /// A lower-case RFC 4122 UUID string.
-    mutating func uuid(_ uuid: UUIDBytes) {
+    public mutating func uuid(_ uuid: UUIDBytes) {
         fixedWidth(38) { out in
             withUnsafeBytes(of: uuid) { raw in
                 out[0] = UInt8(ascii: "\"")
@@ -111,7 +111,7 @@ struct JSONWriter {
 
     /// RFC 3339 in UTC with exactly milliseconds (`2026-11-22T09:15:00.123Z`), from microseconds
     /// since 1970, rounded to the nearest millisecond; the contract's timestamp form.
-    mutating func timestamp(micros: Int64) {
+    public mutating func timestamp(micros: Int64) {
         let millis = micros >= 0 ? (micros + 500) / 1000 : -((-micros + 499) / 1000)
         let (seconds, milli) = Self.floorDivide(millis, 1000)
         let (days, secondOfDay) = Self.floorDivide(seconds, 86_400)
@@ -165,7 +165,7 @@ struct JSONWriter {
     }
 
     /// Proleptic Gregorian date of a day count since 1970-01-01 (Howard Hinnant's `civil_from_days`).
-    static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
+    public static func civil(fromDays days: Int64) -> (year: Int64, month: Int64, day: Int64) {
         let shifted = days + 719_468
         let era = (shifted >= 0 ? shifted : shifted - 146_096) / 146_097
         let dayOfEra = shifted - era * 146_097
@@ -180,4 +180,4 @@ struct JSONWriter {
 }
 
 /// The sixteen bytes of a UUID, as Foundation's `UUID.uuid` gives them.
-typealias UUIDBytes = (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8)
+public typealias UUIDBytes = (UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8, UInt8)
