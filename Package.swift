@@ -71,14 +71,21 @@ let package = Package(
             ]
         ),
         .target(name: "CRuntimeHooks"),
+        // Swift's global executor on NIO's event loops, installed by `bff` before its first task.
+        .target(
+            name: "EventLoopExecutor",
+            dependencies: [
+                "CRuntimeHooks",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ]
+        ),
         .executableTarget(
             name: "bff",
             dependencies: [
                 "BFF",
-                "CRuntimeHooks",
+                "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         .executableTarget(
@@ -98,6 +105,7 @@ let package = Package(
             dependencies: [
                 "BFF",
                 "BFFWire",
+                "EventLoopExecutor",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import EventLoopExecutor
 #if canImport(Glibc)
 import Glibc
 #endif
