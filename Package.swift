@@ -30,7 +30,7 @@ let package = Package(
         .target(
             name: "BFFAPI",
             dependencies: [
-                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime")
             ],
             // The generator's output imports more than some files use; its warnings are not ours to fix.
             swiftSettings: [.unsafeFlags(["-suppress-warnings"])],

@@ -119,9 +119,11 @@ func benchJWT(_ options: Options) async throws {
     let issueStart = clock.now
     let issuedAt = Date()
     for index in 0..<issueCount {
-        sink &+= tokens.issue(
-            userID: principal.userID, deviceID: "bench-device-jwt", familyID: principal.familyID,
-            scopes: ["chat:rw", "profile:read"], tokenID: "jti-\(index)", issuedAt: issuedAt).utf8.count
+        sink &+=
+            tokens.issue(
+                userID: principal.userID, deviceID: "bench-device-jwt", familyID: principal.familyID,
+                scopes: ["chat:rw", "profile:read"], tokenID: "jti-\(index)", issuedAt: issuedAt
+            ).utf8.count
     }
     let issueNs = nanoseconds(clock.now - issueStart) / Double(issueCount)
     print("issue: \(format(issueNs)) ns per token")
@@ -142,7 +144,7 @@ func benchJWT(_ options: Options) async throws {
     sink &+= counted
     let parallelRate = Double(2 * perTask) / (nanoseconds(clock.now - parallelStart) / 1e9)
     print("verify on 2 concurrent tasks: \(format(parallelRate, 0)) verifications/s in total")
-    if sink == 42 { print("") }   // keeps the optimiser from dropping the loops
+    if sink == 42 { print("") }  // keeps the optimiser from dropping the loops
 
     result("jwt_verify_ns", median)
     result("jwt_verify_best_ns", sorted[0])
@@ -190,9 +192,10 @@ func benchTokens(_ options: Options) async throws {
     var lines: [String] = []
     lines.reserveCapacity(users.count)
     for (index, user) in users.enumerated() {
-        lines.append(tokens.issue(
-            userID: user, deviceID: "bench-device-list-\(index)", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
-            tokenID: randomBase64URL(bytes: 16), issuedAt: now))
+        lines.append(
+            tokens.issue(
+                userID: user, deviceID: "bench-device-list-\(index)", familyID: UUID(), scopes: ["chat:rw", "profile:read"],
+                tokenID: randomBase64URL(bytes: 16), issuedAt: now))
     }
     try writeLines(lines, to: out)
     print("tokens: \(lines.count) access tokens (\(lifetime) s) -> \(out)")

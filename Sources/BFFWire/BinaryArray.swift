@@ -34,7 +34,7 @@ public struct BinaryArray {
             throw Malformed(description: "column \(cell.columnName) is not in binary format")
         }
         guard let dimensions = buffer.readInteger(as: Int32.self), buffer.readInteger(as: Int32.self) != nil,
-              let oid = buffer.readInteger(as: UInt32.self)
+            let oid = buffer.readInteger(as: UInt32.self)
         else { throw Malformed(description: "column \(cell.columnName): truncated array header") }
         switch dimensions {
         case 0:

@@ -48,7 +48,7 @@ public struct BinaryCells {
     public mutating func timestampMicros() throws -> Int64 {
         let cell = try next()
         guard cell.dataType == .timestamptz, cell.format == .binary, let bytes = cell.bytes,
-              let micros = BinaryValue.timestampMicros(bytes)
+            let micros = BinaryValue.timestampMicros(bytes)
         else {
             let date = try cell.decode(Date.self)
             return Int64((date.timeIntervalSince1970 * 1_000_000).rounded())

@@ -48,9 +48,9 @@ public enum RFC3339 {
             return true
         }
         guard let year = number(4, 1...9999), skip(UInt8(ascii: "-")), let month = number(2, 1...12), skip(UInt8(ascii: "-")),
-              let day = number(2, 1...daysIn(month: month, year: year)), skip(UInt8(ascii: "T"), UInt8(ascii: "t")),
-              let hour = number(2, 0...23), skip(UInt8(ascii: ":")), let minute = number(2, 0...59), skip(UInt8(ascii: ":")),
-              let second = number(2, 0...60)
+            let day = number(2, 1...daysIn(month: month, year: year)), skip(UInt8(ascii: "T"), UInt8(ascii: "t")),
+            let hour = number(2, 0...23), skip(UInt8(ascii: ":")), let minute = number(2, 0...59), skip(UInt8(ascii: ":")),
+            let second = number(2, 0...60)
         else { return nil }
         var fraction = 0.0
         if skip(UInt8(ascii: ".")) {

@@ -73,7 +73,8 @@ struct Auth: AsyncParsableCommand {
             try await runReportingFailures {
                 let issued = try await Commands.issueToken(
                     environment: ProcessInfo.processInfo.environment, userID: userID, deviceID: device,
-                    scopes: scope.isEmpty ? AccessTokens.allScopes
+                    scopes: scope.isEmpty
+                        ? AccessTokens.allScopes
                         : scope.flatMap { $0.split(separator: " ").map(String.init) })
                 print(format == .json ? issued.json : issued.accessToken)
             }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EventLoopExecutor
+
 #if canImport(Glibc)
 import Glibc
 #endif

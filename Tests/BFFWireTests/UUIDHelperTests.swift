@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Testing
+
 @testable import BFFWire
 
 @Suite("UUID helpers", .timeLimit(.minutes(3)))
@@ -18,8 +19,10 @@ struct UUIDHelperTests {
             seen.insert(uuid)
         }
         #expect(seen.count == 1_000)
-        for bad in ["", "0a1b2c3d4e5f6789abcdef0123456789", "0a1b2c3d-4e5f-6789-abcd-ef012345678g", "0a1b2c3d-4e5f-6789-abcd_ef0123456789",
-                    "0a1b2c3d-4e5f-6789-abcd-ef01234567890"] {
+        for bad in [
+            "", "0a1b2c3d4e5f6789abcdef0123456789", "0a1b2c3d-4e5f-6789-abcd-ef012345678g", "0a1b2c3d-4e5f-6789-abcd_ef0123456789",
+            "0a1b2c3d-4e5f-6789-abcd-ef01234567890",
+        ] {
             #expect(UUID(canonical: bad) == nil, "\(bad)")
         }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import Testing
+
 @testable import BFFWire
 
 /// The hand-written encoders and decoders of the hot paths, held to the standards they replace.
@@ -131,7 +132,11 @@ struct WireFormatTests {
     func readerAccepts() {
         let text = #"{ "a" : "x\"\\\/\b\f\n\r\t\u00e9\ud83e\uddea", "n": -12.5e1, "i": 1763800000, "t": true, "f": false, "z": null, "s": ["p", "q"], "e": [] }"#
         var members: [String: FlatJSONReader.Value] = [:]
-        let ok = Array(text.utf8).withUnsafeBufferPointer { FlatJSONReader.read($0) { members[$0] = $1; return true } }
+        let ok = Array(text.utf8).withUnsafeBufferPointer {
+            FlatJSONReader.read($0) {
+                members[$0] = $1; return true
+            }
+        }
         #expect(ok)
         #expect(members["a"] == .string("x\"\\/\u{8}\u{C}\n\r\té🧪"))
         #expect(members["n"] == .number(-125))
@@ -140,10 +145,12 @@ struct WireFormatTests {
         #expect(members["s"] == .strings(["p", "q"]) && members["e"] == .strings([]))
     }
 
-    @Test("FlatJSONReader refuses what is not one flat object", arguments: [
-        "", "[]", "{", "{}x", #"{"a":{"b":1}}"#, #"{"a":[1]}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#,
-        #"{"a":"\x"}"#, #"{"a":"\ud83e"}"#, "{\"a\":\"tab\tinside\"}", #"{"a":tru}"#, #"{a:1}"#, #"{"a":1,}"#, #"{"a" 1}"#, #"{"a":"open}"#,
-    ])
+    @Test(
+        "FlatJSONReader refuses what is not one flat object",
+        arguments: [
+            "", "[]", "{", "{}x", #"{"a":{"b":1}}"#, #"{"a":[1]}"#, #"{"a":01}"#, #"{"a":1.}"#, #"{"a":.5}"#,
+            #"{"a":"\x"}"#, #"{"a":"\ud83e"}"#, "{\"a\":\"tab\tinside\"}", #"{"a":tru}"#, #"{a:1}"#, #"{"a":1,}"#, #"{"a" 1}"#, #"{"a":"open}"#,
+        ])
     func readerRefuses(_ text: String) {
         let ok = Array(text.utf8).withUnsafeBufferPointer { FlatJSONReader.read($0) { _, _ in true } }
         #expect(!ok)

@@ -7,6 +7,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 LOCAL="$ROOT/.local"              # gitignored: clusters, venv, logs, pid files
 PG_CLUSTER="$ROOT/scripts/lib/pg-cluster"
 VENV="$LOCAL/venv"
+# The hand-written Swift that follows .swift-format (Sources/BFFAPI is generated).
+SWIFT_FORMAT_PATHS=("$ROOT/Package.swift" "$ROOT/Sources/BFF" "$ROOT/Sources/BFFWire" "$ROOT/Sources/EventLoopExecutor"
+  "$ROOT/Sources/bff" "$ROOT/Tests" "$ROOT/Benchmarks")
 PIDS_DIR="$LOCAL/pids"
 
 # Python tools used by the scripts, pinned. Changing this list re-runs pip.

@@ -38,8 +38,9 @@ public struct AppConfiguration: Sendable {
         databasePoolSize = try reader.int("BFF_DATABASE_POOL_SIZE", default: 20, range: 1...500)
         databaseTimeout = .seconds(try reader.int("BFF_DATABASE_TIMEOUT", default: 5, range: 1...120))
         // Set but empty means no web origin at all, as a mobile-only deployment wants; only unset means the default.
-        corsOrigins = Set(env["BFF_CORS_ORIGINS"] == nil
-            ? ["https://app.example.com"] : reader.list("BFF_CORS_ORIGINS", default: []))
+        corsOrigins = Set(
+            env["BFF_CORS_ORIGINS"] == nil
+                ? ["https://app.example.com"] : reader.list("BFF_CORS_ORIGINS", default: []))
         bodyLimit = try reader.int("BFF_BODY_LIMIT", default: 64 * 1024, range: 1024...(16 * 1024 * 1024))
         // Sized for a school: hundreds of learners behind one address sign in at the start of a lesson.
         authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 600, range: 1...1_000_000)
@@ -68,7 +69,7 @@ public struct AppConfiguration: Sendable {
         revocationPollInterval = try reader.int("BFF_REVOCATION_POLL_INTERVAL", default: 5, range: 1...60)
         let issuer = try reader.required("BFF_OIDC_ISSUER")
         guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme?.lowercased(), let host = issuerURL.host?.lowercased(),
-              scheme == "https" || scheme == "http"
+            scheme == "https" || scheme == "http"
         else { throw ConfigurationError("BFF_OIDC_ISSUER", "must be an https URL") }
         // Over plain http, anyone on the path could hand the server signing keys of their own and
         // sign in as any learner; only a provider on this host (development, tests) may use it.

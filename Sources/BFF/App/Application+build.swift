@@ -131,14 +131,16 @@ func buildRouter(
         router.add(middleware: HSTSMiddleware())
     }
     let limiter = RateLimiter(database: dependencies.database)
-    router.add(middleware: RateLimitMiddleware.authPerAddress(
-        limiter: limiter, rate: configuration.authRateLimit, clientAddress: clientAddress))
+    router.add(
+        middleware: RateLimitMiddleware.authPerAddress(
+            limiter: limiter, rate: configuration.authRateLimit, clientAddress: clientAddress))
     router.add(middleware: RateLimitMiddleware.loginPerDevice(limiter: limiter, rate: configuration.authDeviceRateLimit))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
-    router.add(middleware: AuthenticationMiddleware(
-        tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,
-        allowedOrigins: configuration.corsOrigins))
+    router.add(
+        middleware: AuthenticationMiddleware(
+            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,
+            allowedOrigins: configuration.corsOrigins))
     router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 

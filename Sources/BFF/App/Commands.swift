@@ -28,11 +28,13 @@ public enum Commands {
         if !onLoops {
             logger.warning("Swift tasks run on the default thread pool, not on the event loops: expect lower throughput")
         }
-        logger.info("starting", metadata: [
-            "address": .string("\(configuration.httpHost):\(configuration.httpPort)"),
-            "version": .string(version),
-            "executor": .string(onLoops ? "event-loops" : "swift-default"),
-        ])
+        logger.info(
+            "starting",
+            metadata: [
+                "address": .string("\(configuration.httpHost):\(configuration.httpPort)"),
+                "version": .string(version),
+                "executor": .string(onLoops ? "event-loops" : "swift-default"),
+            ])
         try await group.run()
         logger.info("stopped")
     }

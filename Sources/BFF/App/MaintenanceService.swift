@@ -32,9 +32,11 @@ struct MaintenanceService: Service {
                     try await purge()
                 } catch {
                     if Task.isCancelled { return }
-                    dependencies.logger.notice("maintenance purge failed", metadata: [
-                        "purge": .string(name), "error": .string(LoggableError.describe(error)),
-                    ])
+                    dependencies.logger.notice(
+                        "maintenance purge failed",
+                        metadata: [
+                            "purge": .string(name), "error": .string(LoggableError.describe(error)),
+                        ])
                 }
             }
             do {

@@ -138,9 +138,9 @@ public struct AccessTokens: Sendable {
 
     private func verify(bytes token: UnsafeBufferPointer<UInt8>, now: Date) throws -> Principal {
         guard token.count <= Self.maximumLength,
-              let firstDot = token.firstIndex(of: UInt8(ascii: ".")),
-              let secondDot = token[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
-              !token[(secondDot + 1)...].contains(UInt8(ascii: "."))
+            let firstDot = token.firstIndex(of: UInt8(ascii: ".")),
+            let secondDot = token[(firstDot + 1)...].firstIndex(of: UInt8(ascii: ".")),
+            !token[(secondDot + 1)...].contains(UInt8(ascii: "."))
         else { throw InvalidAccessToken(reason: "malformed") }
 
         return try withUnsafeTemporaryAllocation(of: UInt8.self, capacity: token.count * 3 / 4) { scratch in
@@ -152,8 +152,8 @@ public struct AccessTokens: Sendable {
             let expected = mac.finalize()
             let signature = UnsafeBufferPointer(rebasing: token[(secondDot + 1)...])
             guard signature.count == 43, Base64URL.decode(signature, into: scratch) == SHA256.byteCount,
-                  // swift-crypto's comparison: constant time, whatever the first difference.
-                  expected == UnsafeBufferPointer(rebasing: scratch[..<SHA256.byteCount])
+                // swift-crypto's comparison: constant time, whatever the first difference.
+                expected == UnsafeBufferPointer(rebasing: scratch[..<SHA256.byteCount])
             else { throw InvalidAccessToken(reason: "signature") }
 
             let claimsEncoded = UnsafeBufferPointer(rebasing: token[(firstDot + 1)..<secondDot])

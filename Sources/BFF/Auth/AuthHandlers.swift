@@ -39,17 +39,25 @@ extension APIService {
         guard let user = try await auth.identity.user(id: principal.userID) else {
             throw APIError.invalidToken("The account of this token no longer exists.")
         }
-        return .ok(.init(body: .json(.init(
-            id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName, plan: .free, subscription: nil))))
+        return .ok(
+            .init(
+                body: .json(
+                    .init(
+                        id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName, plan: .free, subscription: nil))))
     }
 
     func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
         let principal = try Authorization.require("profile:read")
         let devices = try await auth.identity.devices(userID: principal.userID)
-        return .ok(.init(body: .json(.init(items: devices.map { device in
-            .init(deviceId: device.deviceID, model: device.model, osVersion: device.osVersion,
-                  lastSeenAt: device.lastSeenAt, current: device.deviceID == principal.deviceID)
-        }))))
+        return .ok(
+            .init(
+                body: .json(
+                    .init(
+                        items: devices.map { device in
+                            .init(
+                                deviceId: device.deviceID, model: device.model, osVersion: device.osVersion,
+                                lastSeenAt: device.lastSeenAt, current: device.deviceID == principal.deviceID)
+                        }))))
     }
 
     func deleteDevice(_ input: Operations.DeleteDevice.Input) async throws -> Operations.DeleteDevice.Output {

@@ -90,12 +90,14 @@ struct AuthService: Sendable {
         let takenOver = try await identity.claimDevice(userID: userID, deviceID: deviceID)
         guard !takenOver.families.isEmpty || !takenOver.previousUsers.isEmpty else { return }
         revokedSessions.record(takenOver.families)
-        logger.warning("security: device moved to another account; the previous account's sessions on it ended", metadata: [
-            "event": "device_taken_over",
-            "user_id": .string(userID.uuidString),
-            "previous_user_ids": .array(takenOver.previousUsers.map { .string($0.uuidString) }),
-            "families_revoked": .stringConvertible(takenOver.families.count),
-        ])
+        logger.warning(
+            "security: device moved to another account; the previous account's sessions on it ended",
+            metadata: [
+                "event": "device_taken_over",
+                "user_id": .string(userID.uuidString),
+                "previous_user_ids": .array(takenOver.previousUsers.map { .string($0.uuidString) }),
+                "families_revoked": .stringConvertible(takenOver.families.count),
+            ])
     }
 
     /// Profile claims are the learner's own text at the IdP and must not fail a login: trimmed, no

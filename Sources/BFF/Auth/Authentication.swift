@@ -23,8 +23,9 @@ extension APIError {
     }
 
     static func insufficientScope(_ scope: String) -> APIError {
-        APIError(.insufficientScope, "This operation needs the scope \(scope).",
-                 headers: [.wwwAuthenticate: "Bearer error=\"insufficient_scope\", scope=\"\(scope)\""])
+        APIError(
+            .insufficientScope, "This operation needs the scope \(scope).",
+            headers: [.wwwAuthenticate: "Bearer error=\"insufficient_scope\", scope=\"\(scope)\""])
     }
 }
 
@@ -83,7 +84,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
         // that acts as the learner by cookie must come from one of the web's own origins. Only a
         // valid cookie needs this: an invalid one acts as nobody.
         if byCookie, case .authenticated = authentication, !Self.safeMethods.contains(request.method),
-           request.headers[.origin].map(allowedOrigins.contains) != true {
+            request.headers[.origin].map(allowedOrigins.contains) != true
+        {
             throw APIError(.originNotAllowed)
         }
         // Only requests without a valid token, or with a token narrower than the apps get, look
@@ -91,12 +93,14 @@ struct AuthenticationMiddleware: RouterMiddleware {
         switch context.authentication {
         case .authenticated(let principal):
             if !principal.hasEveryScope, let operation = operation(of: request), let scope = Self.requiredScopes[operation],
-               !principal.has(scope: scope) {
+                !principal.has(scope: scope)
+            {
                 throw APIError.insufficientScope(scope)
             }
         case .anonymous, .invalid:
             if let operation = operation(of: request), !Self.publicOperations.contains(operation),
-               let refusal = context.authentication.refusal {
+                let refusal = context.authentication.refusal
+            {
                 throw refusal
             }
         }
@@ -135,7 +139,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         var utf8 = Substring(header).utf8
         let scheme = "bearer ".utf8
         guard utf8.count > scheme.count,
-              zip(utf8.prefix(scheme.count), scheme).allSatisfy({ $0 | 0x20 == $1 })
+            zip(utf8.prefix(scheme.count), scheme).allSatisfy({ $0 | 0x20 == $1 })
         else { return nil }
         utf8 = utf8.dropFirst(scheme.count)
         while let first = utf8.first, first == 0x20 || first == 0x09 { utf8 = utf8.dropFirst() }

@@ -31,7 +31,8 @@ struct IdentityRepository: Sendable {
     func createLogin(state: String, login: PendingLogin, lifetime: TimeInterval) async throws -> Date {
         let stateHash = Digest.sha256(state)
         return try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 INSERT INTO oidc_logins (state_hash, nonce, code_challenge, device_id, redirect_uri, expires_at)
                 VALUES (\(stateHash), \(login.nonce), \(login.codeChallenge), \(login.deviceID), \(login.redirectURI),
                         now() + make_interval(secs => \(lifetime)))
@@ -46,7 +47,8 @@ struct IdentityRepository: Sendable {
     func consumeLogin(state: String) async throws -> PendingLogin? {
         let stateHash = Digest.sha256(state)
         return try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 DELETE FROM oidc_logins WHERE state_hash = \(stateHash)
                 RETURNING nonce, code_challenge, device_id, redirect_uri, expires_at > now()
                 """)
@@ -84,7 +86,8 @@ struct IdentityRepository: Sendable {
             // A family is deleted only in the batch holding all of its remaining tokens, so its
             // cascade stays inside the batch. Families go first (their tokens by cascade), the
             // order in which a refresh locks. A replica that finds the lock taken does nothing.
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH turn AS (
                     SELECT pg_try_advisory_xact_lock(\(Self.purgeLockKey)) AS ours
                 ), spent AS (
@@ -112,7 +115,8 @@ struct IdentityRepository: Sendable {
     /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.
     func upsertUser(issuer: String, subject: String, email: String?, displayName: String?) async throws -> UserRecord {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 INSERT INTO users (issuer, subject, email, display_name) VALUES (\(issuer), \(subject), \(email), \(displayName))
                 ON CONFLICT (issuer, subject) DO UPDATE
                     SET email = coalesce(excluded.email, users.email),
@@ -150,7 +154,8 @@ struct IdentityRepository: Sendable {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
                 // Families before the device row: the order in which a refresh takes its locks.
-                let families = try await connection.query("""
+                let families = try await connection.query(
+                    """
                     UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'device_taken_over'
                     WHERE device_id = \(deviceID) AND user_id <> \(userID) AND revoked_at IS NULL
                     RETURNING id, user_id
@@ -161,7 +166,8 @@ struct IdentityRepository: Sendable {
                     takeover.families.append(family)
                     previous.insert(user)
                 }
-                let moved = try await connection.query("""
+                let moved = try await connection.query(
+                    """
                     WITH before AS (
                         SELECT user_id FROM devices WHERE device_id = \(deviceID) AND user_id <> \(userID) FOR UPDATE
                     ), upsert AS (
@@ -186,7 +192,8 @@ struct IdentityRepository: Sendable {
     /// now ensures), so that they can still be reported lost.
     func devices(userID: UUID) async throws -> [DeviceRecord] {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT device_id, model, os_version, last_seen_at FROM devices WHERE user_id = \(userID)
                 UNION ALL
                 SELECT f.device_id, NULL, NULL, max(t.issued_at)
@@ -213,7 +220,8 @@ struct IdentityRepository: Sendable {
             try await client.withTransaction(logger: database.logger) { connection in
                 // Families before the device row: the order in which a refresh takes its locks.
                 // Live sessions only, the ones `devices` lists: an expired one is nothing to report.
-                let revoked = try await connection.query("""
+                let revoked = try await connection.query(
+                    """
                     UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'lost_device'
                     WHERE f.user_id = \(userID) AND f.device_id = \(deviceID) AND f.revoked_at IS NULL
                       AND EXISTS (SELECT 1 FROM refresh_tokens t
@@ -239,7 +247,8 @@ struct IdentityRepository: Sendable {
     func logout(userID: UUID, familyID: UUID, deviceID: String) async throws {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
-                _ = try await connection.query("""
+                _ = try await connection.query(
+                    """
                     UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'logout'
                     WHERE id = \(familyID) AND user_id = \(userID) AND revoked_at IS NULL
                     """, logger: database.logger)
@@ -252,11 +261,12 @@ struct IdentityRepository: Sendable {
     /// Revokes the live families of a user; returns how many.
     @discardableResult
     func revokeUser(userID: UUID, reason: String) async throws -> Int {
-        try await count("""
-                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
-                WHERE user_id = \(userID) AND revoked_at IS NULL
-                RETURNING id
-                """)
+        try await count(
+            """
+            UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+            WHERE user_id = \(userID) AND revoked_at IS NULL
+            RETURNING id
+            """)
     }
 
     /// Back-channel logout in one statement: remembers the token's `jti` and revokes the issuer's live
@@ -269,10 +279,13 @@ struct IdentityRepository: Sendable {
     /// user started since. A token naming an IdP session ends that session's families whenever they
     /// began: the session it names is over, and a login completed from it (its code exchanged after
     /// the token was issued) must not outlive it.
-    func backchannelLogout(issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
-                           idpSessionID: String?) async throws -> [UUID]? {
+    func backchannelLogout(
+        issuer: String, jti: String, issuedAt: Date, keepUntil: Date, subject: String?,
+        idpSessionID: String?
+    ) async throws -> [UUID]? {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH first_delivery AS (
                     INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
                     ON CONFLICT (issuer, jti) DO NOTHING
@@ -297,11 +310,12 @@ struct IdentityRepository: Sendable {
     /// Operator revocation of one device's sessions, whoever owns it.
     @discardableResult
     func revokeDevice(deviceID: String, reason: String) async throws -> Int {
-        try await count("""
-                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
-                WHERE device_id = \(deviceID) AND revoked_at IS NULL
-                RETURNING id
-                """)
+        try await count(
+            """
+            UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+            WHERE device_id = \(deviceID) AND revoked_at IS NULL
+            RETURNING id
+            """)
     }
 
     /// Families revoked in the last `window` seconds by the database's clock, whoever revoked them
@@ -309,7 +323,8 @@ struct IdentityRepository: Sendable {
     /// spends microseconds on every row, and after a mass revocation there may be very many.
     func revokedFamilies(within window: TimeInterval) async throws -> [UUID] {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT coalesce(array_agg(id), '{}') FROM refresh_families
                 WHERE revoked_at > now() - make_interval(secs => \(window))
                 """)

@@ -166,7 +166,7 @@ final class OIDCClient: Sendable {
         let developmentIssuer = URL(string: issuer)?.scheme?.lowercased() == "http"
         for (name, endpoint) in [("token_endpoint", metadata.tokenEndpoint), ("jwks_uri", metadata.jwksURI)] {
             guard let url = URL(string: endpoint), let scheme = url.scheme?.lowercased(), url.host != nil,
-                  scheme == "https" || (developmentIssuer && scheme == "http" && Self.isLoopback(url.host))
+                scheme == "https" || (developmentIssuer && scheme == "http" && Self.isLoopback(url.host))
             else { throw IdPUnavailable(reason: "discovery's \(name) is not an https URL") }
         }
     }
@@ -186,16 +186,17 @@ final class OIDCClient: Sendable {
         guard var components = URLComponents(string: metadata.authorizationEndpoint) else {
             throw IdPUnavailable(reason: "authorization endpoint is not a URL")
         }
-        components.queryItems = (components.queryItems ?? []) + [
-            URLQueryItem(name: "response_type", value: "code"),
-            URLQueryItem(name: "client_id", value: clientID),
-            URLQueryItem(name: "redirect_uri", value: redirectURI),
-            URLQueryItem(name: "scope", value: "openid profile email"),
-            URLQueryItem(name: "state", value: state),
-            URLQueryItem(name: "nonce", value: nonce),
-            URLQueryItem(name: "code_challenge", value: codeChallenge),
-            URLQueryItem(name: "code_challenge_method", value: "S256"),
-        ]
+        components.queryItems =
+            (components.queryItems ?? []) + [
+                URLQueryItem(name: "response_type", value: "code"),
+                URLQueryItem(name: "client_id", value: clientID),
+                URLQueryItem(name: "redirect_uri", value: redirectURI),
+                URLQueryItem(name: "scope", value: "openid profile email"),
+                URLQueryItem(name: "state", value: state),
+                URLQueryItem(name: "nonce", value: nonce),
+                URLQueryItem(name: "code_challenge", value: codeChallenge),
+                URLQueryItem(name: "code_challenge_method", value: "S256"),
+            ]
         // '+' is legal in a query but read as a space by form decoders.
         components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
         guard let url = components.string else { throw IdPUnavailable(reason: "authorization URL could not be built") }
@@ -231,7 +232,7 @@ final class OIDCClient: Sendable {
         case 200..<300:
             struct TokenResponse: Decodable { let id_token: String? }
             guard let decoded = try? JSONDecoder().decode(TokenResponse.self, from: Data(buffer: bytes)),
-                  let idToken = decoded.id_token
+                let idToken = decoded.id_token
             else { throw IdPRejected(reason: "token response has no id_token") }
             return idToken
         case 400..<500:
@@ -331,8 +332,9 @@ final class OIDCClient: Sendable {
 
     private static func fetchKeySet(_ url: String, http: HTTPClient, timeout: TimeAmount, shortestMaxAge: Duration) async throws -> KeySet {
         let (json, headers) = try await getText(url, http: http, timeout: timeout)
-        let maxAge = min(max(maxAge(cacheControl: headers[canonicalForm: "Cache-Control"]) ?? defaultKeySetMaxAge, shortestMaxAge),
-                         longestKeySetMaxAge)
+        let maxAge = min(
+            max(maxAge(cacheControl: headers[canonicalForm: "Cache-Control"]) ?? defaultKeySetMaxAge, shortestMaxAge),
+            longestKeySetMaxAge)
         struct KeyIDs: Decodable { struct Key: Decodable { let kid: String? }; let keys: [Key] }
         guard let parsed = try? JSONDecoder().decode(KeyIDs.self, from: Data(json.utf8)) else {
             throw IdPUnavailable(reason: "JWKS is not valid JSON")
@@ -356,7 +358,7 @@ final class OIDCClient: Sendable {
             case "no-store", "no-cache": return .zero
             case "max-age":
                 guard parts.count == 2, let seconds = Int64(parts[1].trimmingCharacters(in: CharacterSet(charactersIn: "\""))),
-                      seconds >= 0
+                    seconds >= 0
                 else { continue }
                 found = .seconds(seconds)
             default: continue
@@ -416,8 +418,8 @@ struct JOSEHeader: Decodable {
 
     init?(token: String) {
         guard let dot = token.firstIndex(of: "."), token.utf8.count <= 16_384,
-              let bytes = Base64URL.decode(String(token[..<dot])),
-              let header = try? JSONDecoder().decode(JOSEHeader.self, from: Data(bytes))
+            let bytes = Base64URL.decode(String(token[..<dot])),
+            let header = try? JSONDecoder().decode(JOSEHeader.self, from: Data(bytes))
         else { return nil }
         self = header
     }

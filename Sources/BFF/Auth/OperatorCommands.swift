@@ -38,7 +38,8 @@ extension Commands {
             return try await withThrowingTaskGroup(of: (Int, TokenPair).self) { group in
                 @Sendable func issue(_ index: Int) async throws -> (Int, TokenPair) {
                     let (userID, deviceID) = targets[index]
-                    _ = try await client.query("""
+                    _ = try await client.query(
+                        """
                         INSERT INTO users (id, issuer, subject) VALUES (\(userID), 'urn:bff:operator', \(userID.uuidString.lowercased()))
                         ON CONFLICT (id) DO NOTHING
                         """)

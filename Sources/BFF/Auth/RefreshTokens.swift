@@ -84,7 +84,8 @@ struct RefreshTokenStore: Sendable {
         // NULL, every scope, for each login: rotations then skip splitting a string.
         let scope = scopes == AccessTokens.allScopes ? nil : scopes.joined(separator: " ")
         let (familyID, issuedAt, expiresAt) = try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH family AS (
                     INSERT INTO refresh_families (user_id, device_id, idp_sid, scope)
                     VALUES (\(userID), \(deviceID), \(idpSessionID), \(scope))
@@ -124,7 +125,7 @@ struct RefreshTokenStore: Sendable {
         switch outcome {
         case .rotated:
             guard let familyID = row.familyID, let userID = row.userID, let issuedAt = row.issuedAt, let expiresAt = row.expiresAt,
-                  let index = childHashes.firstIndex(where: { $0 == row.childHash })
+                let index = childHashes.firstIndex(where: { $0 == row.childHash })
             else {
                 throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring returned an incomplete rotation")
             }
@@ -143,10 +144,12 @@ struct RefreshTokenStore: Sendable {
             guard let familyID = row.familyID else {
                 throw DatabaseUnavailable(reason: "bff_refresh_rotate_ring revoked a family it did not name")
             }
-            logger.warning("security: refresh token family revoked", metadata: [
-                "event": .string(outcome == .reused ? "refresh_reuse_detected" : "refresh_device_mismatch"),
-                "family_id": .string(familyID.uuidString),
-            ])
+            logger.warning(
+                "security: refresh token family revoked",
+                metadata: [
+                    "event": .string(outcome == .reused ? "refresh_reuse_detected" : "refresh_device_mismatch"),
+                    "family_id": .string(familyID.uuidString),
+                ])
             throw outcome == .reused ? RefreshRefusal.reused(family: familyID) : RefreshRefusal.deviceMismatch(family: familyID)
         }
     }
@@ -218,7 +221,8 @@ struct RotateRefreshToken: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row {
         let (outcome, childHash, familyID, userID, issuedAt, expiresAt, retryAfter, email, displayName, scope) =
             try row.decode((String, Data?, UUID?, UUID?, Date?, Date?, Double?, String?, String?, String?).self)
-        return Row(outcome: outcome, childHash: childHash, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
-                   retryAfter: retryAfter, email: email, displayName: displayName, scope: scope)
+        return Row(
+            outcome: outcome, childHash: childHash, familyID: familyID, userID: userID, issuedAt: issuedAt, expiresAt: expiresAt,
+            retryAfter: retryAfter, email: email, displayName: displayName, scope: scope)
     }
 }

@@ -54,8 +54,9 @@ struct RevocationWatcher: Service {
                 // Once per outage, not every few seconds: the pool already logs the outage itself.
                 if !failing {
                     failing = true
-                    logger.warning("revocation poll failed; sessions revoked from now on are not refused until a poll succeeds",
-                                   metadata: ["error": .string(LoggableError.describe(error))])
+                    logger.warning(
+                        "revocation poll failed; sessions revoked from now on are not refused until a poll succeeds",
+                        metadata: ["error": .string(LoggableError.describe(error))])
                 }
             }
         }

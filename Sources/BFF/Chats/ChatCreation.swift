@@ -39,7 +39,8 @@ struct ChatCreation: Sendable {
             try await client.withTransaction(logger: logger) { connection -> Outcome in
                 if let key = idempotencyKey {
                     // A key older than 24 hours is free again.
-                    let claimed = try await connection.query("""
+                    let claimed = try await connection.query(
+                        """
                         INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
                         VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
                         ON CONFLICT (user_id, operation, key) DO UPDATE
@@ -56,7 +57,8 @@ struct ChatCreation: Sendable {
                     on: connection, userID: userID, title: title, subjectID: subjectID, topicID: topicID, logger: logger)
                 if let key = idempotencyKey {
                     let body = try JSONEncoder().encode(chat)
-                    _ = try await connection.query("""
+                    _ = try await connection.query(
+                        """
                         UPDATE idempotency_keys SET status_code = 201, response_body = \(body)
                         WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
                         """, logger: logger)
@@ -67,7 +69,8 @@ struct ChatCreation: Sendable {
     }
 
     private static func replay(_ connection: PostgresConnection, userID: UUID, key: String, requestHash: Data, logger: Logger) async throws -> Outcome {
-        let rows = try await connection.query("""
+        let rows = try await connection.query(
+            """
             SELECT request_hash, response_body FROM idempotency_keys
             WHERE user_id = \(userID) AND operation = \(operation) AND key = \(key)
             """, logger: logger)
@@ -84,8 +87,10 @@ struct ChatCreation: Sendable {
     }
 
     /// The subject and topic must exist and agree; a topic alone implies its subject.
-    private static func catalogue(_ connection: PostgresConnection, subjectID: String?, topicID: String?,
-                                  logger: Logger) async throws -> (String?, String?) {
+    private static func catalogue(
+        _ connection: PostgresConnection, subjectID: String?, topicID: String?,
+        logger: Logger
+    ) async throws -> (String?, String?) {
         var subject = subjectID
         if let subjectID {
             let rows = try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger)

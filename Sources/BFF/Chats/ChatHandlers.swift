@@ -73,7 +73,8 @@ extension APIService {
         guard let page = try await chats.messages(userID: principal.userID, chatID: chatID, limit: limit, after: cursor) else {
             throw APIError.notFound
         }
-        let next = page.count > limit
+        let next =
+            page.count > limit
             ? KeysetCursor(list: .messages, micros: page[limit - 1].createdMicros, id: page[limit - 1].id, filter: filter).encoded() : nil
         return .ok(.init(body: .json(.init(items: page.prefix(limit).map(\.schema), nextCursor: next))))
     }
@@ -87,9 +88,12 @@ extension APIService {
         guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note) else {
             throw APIError.notFound
         }
-        return .ok(.init(body: .json(.init(
-            chatId: chatID.uuidString.lowercased(), score: evaluation.score, note: evaluation.note,
-            createdAt: evaluation.createdAt, tags: evaluation.tags.map(\.schema)))))
+        return .ok(
+            .init(
+                body: .json(
+                    .init(
+                        chatId: chatID.uuidString.lowercased(), score: evaluation.score, note: evaluation.note,
+                        createdAt: evaluation.createdAt, tags: evaluation.tags.map(\.schema)))))
     }
 
     func listChatTags(_ input: Operations.ListChatTags.Input) async throws -> Operations.ListChatTags.Output {
@@ -116,8 +120,9 @@ extension ChatRecord {
 
 extension MessageRecord {
     var schema: Components.Schemas.Message {
-        .init(id: id.uuidString.lowercased(), role: Components.Schemas.Message.RolePayload(rawValue: role) ?? .system,
-              content: content, createdAt: createdAt)
+        .init(
+            id: id.uuidString.lowercased(), role: Components.Schemas.Message.RolePayload(rawValue: role) ?? .system,
+            content: content, createdAt: createdAt)
     }
 }
 

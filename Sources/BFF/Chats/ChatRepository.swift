@@ -57,11 +57,12 @@ extension ChatRecord {
         var records: [ChatRecord] = []
         records.reserveCapacity(count)
         for _ in 0..<count {
-            records.append(ChatRecord(
-                id: try ids.uuid(), title: try titles.string(), subjectID: try subjects.optionalString(),
-                topicID: try topics.optionalString(), status: try statuses.string(), createdMicros: try created.timestampMicros(),
-                updatedMicros: try updated.timestampMicros(), messageCount: try counts.int(),
-                lastMessagePreview: try previews.optionalString(), deleted: try deleted.bool()))
+            records.append(
+                ChatRecord(
+                    id: try ids.uuid(), title: try titles.string(), subjectID: try subjects.optionalString(),
+                    topicID: try topics.optionalString(), status: try statuses.string(), createdMicros: try created.timestampMicros(),
+                    updatedMicros: try updated.timestampMicros(), messageCount: try counts.int(),
+                    lastMessagePreview: try previews.optionalString(), deleted: try deleted.bool()))
         }
         // array_agg keeps the order of its sorted subquery in every PostgreSQL plan we know of, but
         // the SQL standard does not promise it; the check costs one comparison per chat.
@@ -154,7 +155,8 @@ struct ChatRepository: Sendable {
     /// Newest first; `limit + 1` rows are read to know whether another page exists.
     func newest(userID: UUID, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
         if let cursor {
-            return try await page("""
+            return try await page(
+                """
                 SELECT \(unescaped: Self.pageColumns) FROM (
                     SELECT \(unescaped: Self.columns) FROM chats
                     WHERE user_id = \(userID) AND deleted_at IS NULL
@@ -169,7 +171,8 @@ struct ChatRepository: Sendable {
     func changes(userID: UUID, sinceMicros: Int64, limit: Int, after cursor: KeysetCursor?) async throws -> [ChatRecord] {
         let fromMicros = cursor?.micros ?? sinceMicros
         let fromID = cursor?.id ?? UUID(uuid: (255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255, 255))
-        return try await page("""
+        return try await page(
+            """
             SELECT \(unescaped: Self.pageColumns) FROM (
                 SELECT \(unescaped: Self.columns) FROM chats
                 WHERE user_id = \(userID)
@@ -179,14 +182,19 @@ struct ChatRepository: Sendable {
     }
 
     func find(userID: UUID, chatID: UUID) async throws -> ChatRecord? {
-        try await records("""
+        try await records(
+            """
             SELECT \(unescaped: Self.columns) FROM chats WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
-            """).first
+            """
+        ).first
     }
 
-    func create(on connection: PostgresConnection, userID: UUID, title: String, subjectID: String?, topicID: String?,
-                logger: Logger) async throws -> ChatRecord {
-        let rows = try await connection.query("""
+    func create(
+        on connection: PostgresConnection, userID: UUID, title: String, subjectID: String?, topicID: String?,
+        logger: Logger
+    ) async throws -> ChatRecord {
+        let rows = try await connection.query(
+            """
             INSERT INTO chats (user_id, title, subject_id, topic_id, created_at, updated_at)
             SELECT \(userID), \(title), \(subjectID), \(topicID), stamp.at, stamp.at FROM (SELECT bff_chat_stamp(\(userID)) AS at) stamp
             RETURNING \(unescaped: Self.columns)
@@ -202,7 +210,8 @@ struct ChatRepository: Sendable {
         // The stored stamp as the client was sent it (whole milliseconds, cut off) against the client's
         // to the microsecond: an echoed stamp passes, and so does a later one, but nothing earlier.
         let clientMicros = try clientUpdatedAt.map { try RFC3339Dates.micros($0, field: "updated_at") }
-        let updated = try await records("""
+        let updated = try await records(
+            """
             UPDATE chats SET title = \(title), updated_at = bff_chat_stamp(\(userID))
             WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
               AND (\(clientMicros)::int8 IS NULL
@@ -217,7 +226,8 @@ struct ChatRepository: Sendable {
     func delete(userID: UUID, chatID: UUID) async throws -> Bool {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
-                let rows = try await connection.query("""
+                let rows = try await connection.query(
+                    """
                     UPDATE chats SET deleted_at = now(), title = 'deleted', last_message_preview = NULL, message_count = 0,
                         updated_at = bff_chat_stamp(\(userID))
                     WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
@@ -240,7 +250,8 @@ struct ChatRepository: Sendable {
     /// Appends a message and keeps the chat's counters; used by the tutoring turn and by tests.
     func appendMessage(userID: UUID, chatID: UUID, role: String, content: String) async throws -> MessageRecord? {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH chat AS (
                     UPDATE chats SET message_count = message_count + 1, last_message_preview = left(\(content), 140),
                         updated_at = bff_chat_stamp(\(userID))
@@ -290,7 +301,8 @@ struct ChatRepository: Sendable {
     }
 
     static func tags(on client: PostgresClient, userID: UUID, chatID: UUID) async throws -> [ChatTagRecord] {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT t.id, t.code, t.label, ct.mastery, ct.updated_at
             FROM chat_tags ct JOIN tags t ON t.id = ct.tag_id
             WHERE ct.chat_id = \(chatID) AND ct.user_id = \(userID)
@@ -306,7 +318,8 @@ struct ChatRepository: Sendable {
     /// Links a misconception tag to a chat (written by the tutoring turn; tests use it directly).
     func attachTag(userID: UUID, chatID: UUID, code: String, mastery: Double = 0) async throws {
         try await database.run { client in
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
                 SELECT c.id, t.id, c.user_id, \(mastery) FROM chats c, tags t
                 WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL AND t.code = \(code)
@@ -334,7 +347,8 @@ struct ChatRepository: Sendable {
         let target = Double(score - 1) / 4
         return try await database.run { client in
             let stored: (Date)? = try await client.withTransaction(logger: database.logger) { connection in
-                let ended = try await connection.query("""
+                let ended = try await connection.query(
+                    """
                     UPDATE chats SET status = 'ended',
                         updated_at = bff_chat_stamp(\(userID))
                     WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
@@ -343,14 +357,16 @@ struct ChatRepository: Sendable {
                 var found = false
                 for try await _ in ended { found = true }
                 guard found else { return nil }
-                let evaluation = try await connection.query("""
+                let evaluation = try await connection.query(
+                    """
                     INSERT INTO chat_evaluations (chat_id, user_id, score, note) VALUES (\(chatID), \(userID), \(score), \(note))
                     ON CONFLICT (chat_id) DO UPDATE SET score = excluded.score, note = excluded.note, updated_at = now()
                     RETURNING updated_at
                     """, logger: database.logger)
                 var at: Date?
                 for try await value in evaluation.decode(Date.self) { at = value }
-                _ = try await connection.query("""
+                _ = try await connection.query(
+                    """
                     UPDATE chat_tags SET
                         mastery_before_evaluation = coalesce(mastery_before_evaluation, mastery),
                         mastery = least(1, greatest(0, coalesce(mastery_before_evaluation, mastery)

@@ -169,8 +169,8 @@ struct NewestChatsBatch: PostgresPreparedStatement {
     func decodeRow(_ row: PostgresRow) throws -> Row {
         var cells = row.makeIterator()
         guard let positionCell = cells.next(), let userCell = cells.next(),
-              let positionBytes = positionCell.bytes, let position = BinaryValue.int(positionBytes, type: positionCell.dataType),
-              let userBytes = userCell.bytes, let userID = BinaryValue.uuid(userBytes)
+            let positionBytes = positionCell.bytes, let position = BinaryValue.int(positionBytes, type: positionCell.dataType),
+            let userBytes = userCell.bytes, let userID = BinaryValue.uuid(userBytes)
         else { throw FirstPageBatcher.Mismatch() }
         return (position, userID, try ChatRecord.page(&cells, list: .newest))
     }

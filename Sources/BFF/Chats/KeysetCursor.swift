@@ -24,7 +24,7 @@ struct KeysetCursor: Equatable {
         guard text.utf8.count <= 512, let bytes = Base64URL.decode(text) else { throw invalid }
         let parts = String(decoding: bytes, as: UTF8.self).split(separator: ":", omittingEmptySubsequences: false)
         guard parts.count == (filter.isEmpty ? 3 : 4), parts[0] == list.rawValue, filter.isEmpty || parts[3] == filter,
-              let micros = Int64(parts[1]), representable.contains(micros), let id = UUID(uuidString: String(parts[2]))
+            let micros = Int64(parts[1]), representable.contains(micros), let id = UUID(uuidString: String(parts[2]))
         else { throw invalid }
         return KeysetCursor(list: list, micros: micros, id: id, filter: filter)
     }

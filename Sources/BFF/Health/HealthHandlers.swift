@@ -17,7 +17,8 @@ struct HealthHandlers: Sendable {
                 var found = (0, 0)
                 for pool in database.clients.indices {
                     found = try await database.run(pool: pool) { client in
-                        let rows = try await client.query("""
+                        let rows = try await client.query(
+                            """
                             SELECT coalesce(max(version), 0), count(*) FILTER (WHERE version = ANY(\(versions)))::int FROM schema_migrations
                             """)
                         for try await row in rows.decode((Int, Int).self) { return row }

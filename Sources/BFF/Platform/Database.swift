@@ -4,9 +4,9 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import PostgresNIO
-import _ConnectionPoolModule
 import ServiceLifecycle
 import Synchronization
+import _ConnectionPoolModule
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
 struct DatabaseUnavailable: Error, CustomStringConvertible {
@@ -53,16 +53,20 @@ public struct Database: Sendable {
     public var clients: [PostgresClient] { pools.map(\.client) }
 
     /// A single pool (commands, tests).
-    public init(client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
-                logger: Logger = Logger(label: "bff.database")) {
+    public init(
+        client: PostgresClient, timeout: Duration = .seconds(5), poolSize: Int = 20,
+        logger: Logger = Logger(label: "bff.database")
+    ) {
         self.init(pools: [Pool(loop: nil, client: client)], timeout: timeout, poolSize: poolSize, logger: logger)
     }
 
     /// One pool per loop of `group`, splitting `poolSize` connections between them. With more loops
     /// than connections, only the first `poolSize` loops get a pool of one, and the others take
     /// turns: a process never opens more than `poolSize`, however many cores its host has.
-    public init(configuration: DatabaseURL, perEventLoopOf group: MultiThreadedEventLoopGroup, timeout: Duration, poolSize: Int,
-                logger: Logger) {
+    public init(
+        configuration: DatabaseURL, perEventLoopOf group: MultiThreadedEventLoopGroup, timeout: Duration, poolSize: Int,
+        logger: Logger
+    ) {
         let loops = Array(group.makeIterator().prefix(max(1, poolSize)))
         let perLoop = max(1, poolSize / loops.count)
         var clientConfiguration = configuration.clientConfiguration(poolSize: perLoop)
@@ -78,8 +82,10 @@ public struct Database: Sendable {
         clientConfiguration.options.additionalStartupParameters.append(
             ("statement_timeout", String(Int(timeout.seconds * 1000))))
         let pools = loops.map { loop in
-            Pool(loop: loop, client: PostgresClient(
-                configuration: clientConfiguration, eventLoopGroup: loop, backgroundLogger: logger))
+            Pool(
+                loop: loop,
+                client: PostgresClient(
+                    configuration: clientConfiguration, eventLoopGroup: loop, backgroundLogger: logger))
         }
         self.init(pools: pools, timeout: timeout, poolSize: perLoop * loops.count, logger: logger)
     }
@@ -159,7 +165,8 @@ public struct Database: Sendable {
     /// at every later pass. Both arguments are SQL of this program's own, never input.
     func deleteInBatches(from table: String, where condition: String) async throws {
         try await inBatches(of: 5000) { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 WITH deleted AS (
                     DELETE FROM \(unescaped: table) WHERE ctid IN (
                         SELECT ctid FROM \(unescaped: table) WHERE \(unescaped: condition) LIMIT 5000)
@@ -210,7 +217,7 @@ public struct Database: Sendable {
     static func isConnectionFailure(_ error: PSQLError) -> Bool {
         switch error.code {
         case .connectionError, .serverClosedConnection, .clientClosedConnection, .uncleanShutdown, .poolClosed,
-             .sslUnsupported, .failedToAddSSLHandler:
+            .sslUnsupported, .failedToAddSSLHandler:
             return true
         case .server:
             // Class 08 (connection exception) and 57P0x (operator intervention: shutdown, cannot connect now).

@@ -23,7 +23,7 @@ public struct DatabaseURL: Sendable, Equatable {
 
     public init(parsing string: String, variable: String = "BFF_DATABASE_URL") throws {
         guard let components = URLComponents(string: string),
-              let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
+            let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
         else { throw ConfigurationError(variable, "must be a postgres:// URL") }
         let query = Dictionary((components.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { $1 })
         username = components.percentEncodedUser.flatMap { $0.removingPercentEncoding } ?? "postgres"
@@ -76,11 +76,12 @@ public struct DatabaseURL: Sendable, Equatable {
                 unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)",
                 username: username, password: password, database: database)
         } else {
-            let tls: PostgresClient.Configuration.TLS = switch encryption {
-            case (let configuration, required: false)?: .prefer(configuration)
-            case (let configuration, required: true)?: .require(configuration)
-            case nil: .disable
-            }
+            let tls: PostgresClient.Configuration.TLS =
+                switch encryption {
+                case (let configuration, required: false)?: .prefer(configuration)
+                case (let configuration, required: true)?: .require(configuration)
+                case nil: .disable
+                }
             configuration = .init(
                 host: host, port: port, username: username, password: password, database: database,
                 tls: tls)
@@ -103,12 +104,13 @@ public struct DatabaseURL: Sendable, Equatable {
         if let rootCertificates, rootCertificates != "system" {
             configuration.trustRoots = .file(rootCertificates)
         }
-        configuration.certificateVerification = switch tls {
-        case .disable, .prefer: .none
-        case .require: rootCertificates == nil ? .none : .noHostnameVerification
-        case .verifyCA: .noHostnameVerification
-        case .verifyFull: .fullVerification
-        }
+        configuration.certificateVerification =
+            switch tls {
+            case .disable, .prefer: .none
+            case .require: rootCertificates == nil ? .none : .noHostnameVerification
+            case .verifyCA: .noHostnameVerification
+            case .verifyFull: .fullVerification
+            }
         return (configuration, tls != .prefer)
     }
 }

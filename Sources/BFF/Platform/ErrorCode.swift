@@ -55,7 +55,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     public var status: HTTPResponse.Status {
         switch self {
         case .badRequest, .invalidJSON, .invalidForm, .invalidState, .invalidGrant, .invalidRedirectURI, .invalidLogoutToken,
-             .notAcceptable:
+            .notAcceptable:
             .badRequest
         case .invalidToken, .refreshReused, .refreshExpired, .invalidRefreshToken, .sessionRevoked, .idpRejected: .unauthorized
         case .insufficientScope, .originNotAllowed: .forbidden

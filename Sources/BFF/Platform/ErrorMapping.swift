@@ -17,7 +17,8 @@ enum ErrorMapping {
             // The URI decoder's coding path leaves out the parameter's own name; on a method without
             // a body the value that failed is one of the query's (path parameters are strings here).
             if let decoding = error.underlyingError as? DecodingError, error.operationInput == nil,
-               [.get, .delete, .head].contains(error.request.method) {
+                [.get, .delete, .head].contains(error.request.method)
+            {
                 return fromDecoding(decoding, root: "query parameter")
             }
             if let mapped = apiError(for: error.underlyingError) { return mapped }
@@ -32,7 +33,8 @@ enum ErrorMapping {
             // character_not_in_repertoire: PostgreSQL stores no NUL character in text, and any
             // client string reaching a bound parameter may carry one (JSON's \u0000, %00).
             return .validation("text", "must not contain NUL characters")
-        case let error as PSQLError where error.serverInfo?[.sqlState] == "23503"
+        case let error as PSQLError
+        where error.serverInfo?[.sqlState] == "23503"
             && error.serverInfo?[.constraintName]?.hasSuffix("_user_id_fkey") == true:
             // A write for an account deleted while its access token still runs (tokens are verified
             // without the database): the token's subject is gone, as after a revocation. Every

@@ -20,14 +20,16 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         count.increment()
         duration.record(duration: elapsed)
         let level: Logger.Level = response.status.code >= 500 ? .error : .info
-        context.logger.log(level: level, "request", metadata: [
-            "method": .string(request.method.rawValue),
-            // The path only: query strings can carry authorization codes and state.
-            "path": .string(request.uri.path),
-            "route": .string(route),
-            "status": .stringConvertible(response.status.code),
-            "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
-        ])
+        context.logger.log(
+            level: level, "request",
+            metadata: [
+                "method": .string(request.method.rawValue),
+                // The path only: query strings can carry authorization codes and state.
+                "path": .string(request.uri.path),
+                "route": .string(route),
+                "status": .stringConvertible(response.status.code),
+                "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+            ])
         return response
     }
 
@@ -56,7 +58,8 @@ struct RequestMetricsMiddleware: RouterMiddleware {
             let dimensions = [("route", route), ("method", method), ("status", String(status))]
             let handles = (
                 Counter(label: "bff_http_requests_total", dimensions: dimensions),
-                Metrics.Timer(label: "bff_http_request_duration_seconds", dimensions: dimensions))
+                Metrics.Timer(label: "bff_http_request_duration_seconds", dimensions: dimensions)
+            )
             made.withLockedValue { $0[labels] = handles }
             return handles
         }

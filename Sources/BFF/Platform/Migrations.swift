@@ -122,8 +122,10 @@ public struct Migrator: Sendable {
     /// The pauses before each new attempt of a migration that waited too long; then it fails.
     let lockRetryDelays: [Duration]
 
-    public init(migrations: [Migration], functions: [StoredFunction] = [], logger: Logger, lockTimeout: Duration = .seconds(3),
-                lockRetryDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8)]) {
+    public init(
+        migrations: [Migration], functions: [StoredFunction] = [], logger: Logger, lockTimeout: Duration = .seconds(3),
+        lockRetryDelays: [Duration] = [.seconds(1), .seconds(2), .seconds(4), .seconds(8)]
+    ) {
         self.migrations = migrations
         self.functions = functions
         self.logger = logger
@@ -215,9 +217,11 @@ public struct Migrator: Sendable {
         for migration in migrations where applied[migration.version] == nil {
             logger.info("applying migration", metadata: ["version": "\(migration.version)", "name": "\(migration.name)"])
             if migration.version < newestApplied {
-                logger.warning("applying a migration older than the newest applied one: it was added after that one ran", metadata: [
-                    "version": "\(migration.version)", "newest_applied": "\(newestApplied)",
-                ])
+                logger.warning(
+                    "applying a migration older than the newest applied one: it was added after that one ran",
+                    metadata: [
+                        "version": "\(migration.version)", "newest_applied": "\(newestApplied)",
+                    ])
             }
             try await runInTransaction(
                 migration.sql,
@@ -280,9 +284,11 @@ public struct Migrator: Sendable {
                 _ = try? await connection.query("ROLLBACK", logger: logger)
                 // A lock held by a short transaction is usually gone a moment later.
                 if (error as? PSQLError)?.serverInfo?[.sqlState] == "55P03", attempt < lockRetryDelays.count {
-                    logger.warning("migration waited too long for a lock; trying again", metadata: what.merging([
-                        "retry_in_seconds": "\(lockRetryDelays[attempt].seconds)",
-                    ]) { $1 })
+                    logger.warning(
+                        "migration waited too long for a lock; trying again",
+                        metadata: what.merging([
+                            "retry_in_seconds": "\(lockRetryDelays[attempt].seconds)"
+                        ]) { $1 })
                     try await Task.sleep(for: lockRetryDelays[attempt])
                     continue
                 }

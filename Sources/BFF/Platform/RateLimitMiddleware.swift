@@ -56,7 +56,7 @@ extension RateLimitMiddleware {
     static func loginPerDevice(limiter: RateLimiter, rate: Int) -> Self {
         Self(limiter: limiter, rate: rate, period: .seconds(60)) { path, request, _ in
             guard path == "/api/v1/auth/start", let device = request.uri.queryParameters["device_id"].map(String.init),
-                  AuthService.validDeviceID(device)
+                AuthService.validDeviceID(device)
             else { return nil }
             return "auth:device:\(device)"
         }
@@ -72,8 +72,9 @@ extension APIError {
     /// 429 `rate_limited` for `subject` ("Too many <subject>; …"), `Retry-After` rounded up to whole seconds, at least one.
     static func rateLimited(retryAfter seconds: Double, subject: String = "requests") -> APIError {
         let retryAfter = max(1, Int(seconds.rounded(.up)))
-        return APIError(.rateLimited, "Too many \(subject); retry after \(retryAfter) seconds.",
-                        headers: [.retryAfter: String(retryAfter)])
+        return APIError(
+            .rateLimited, "Too many \(subject); retry after \(retryAfter) seconds.",
+            headers: [.retryAfter: String(retryAfter)])
     }
 }
 

@@ -38,9 +38,10 @@ struct RouteTable: Sendable {
     private func entry(for path: String) -> (template: String, segments: [Substring], methods: [String])? {
         let requested = path.split(separator: "/")
         return entries.first { entry in
-            entry.segments.count == requested.count && zip(entry.segments, requested).allSatisfy { template, actual in
-                template.hasPrefix("{") || template == actual
-            }
+            entry.segments.count == requested.count
+                && zip(entry.segments, requested).allSatisfy { template, actual in
+                    template.hasPrefix("{") || template == actual
+                }
         }
     }
 }

@@ -25,8 +25,10 @@ final class SharedFetch<Value: Sendable>: Sendable {
     private let fetch: @Sendable () async throws -> Value
 
     /// `now`: the clock ages and backoffs are measured by (a test's own, to age a value at once).
-    init(failureBackoff: Duration, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
-         fetch: @escaping @Sendable () async throws -> Value) {
+    init(
+        failureBackoff: Duration, now: @escaping @Sendable () -> ContinuousClock.Instant = { .now },
+        fetch: @escaping @Sendable () async throws -> Value
+    ) {
         self.failureBackoff = failureBackoff
         self.now = now
         self.fetch = fetch

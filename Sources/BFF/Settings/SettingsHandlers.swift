@@ -18,9 +18,13 @@ extension APIService {
     func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {
         _ = try Authorization.require("chat:rw")
         let subjects = try await settings.catalogue()
-        return .ok(.init(body: .json(.init(items: subjects.map { subject in
-            .init(id: subject.id, name: subject.name, topics: subject.topics.map { .init(id: $0.id, name: $0.name) })
-        }))))
+        return .ok(
+            .init(
+                body: .json(
+                    .init(
+                        items: subjects.map { subject in
+                            .init(id: subject.id, name: subject.name, topics: subject.topics.map { .init(id: $0.id, name: $0.name) })
+                        }))))
     }
 }
 
@@ -34,8 +38,8 @@ extension LearnerSettings {
                 (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index]) ? Int(bytes[index] - UInt8(ascii: "0")) : nil
             }
             guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"),
-                  let h1 = digit(0), let h2 = digit(1), let m1 = digit(3), let m2 = digit(4),
-                  h1 * 10 + h2 <= 23, m1 * 10 + m2 <= 59
+                let h1 = digit(0), let h2 = digit(1), let m1 = digit(3), let m2 = digit(4),
+                h1 * 10 + h2 <= 23, m1 * 10 + m2 <= 59
             else { throw APIError.validation(field, "must be a time HH:MM") }
             return value
         }
@@ -57,9 +61,10 @@ extension LearnerSettings {
             guard preference.topicIds.count <= 100, Set(preference.topicIds).count == preference.topicIds.count else {
                 throw APIError.validation("subjects[\(index)].topic_ids", "must be at most 100 distinct topics")
             }
-            subjects.append(.init(
-                subjectID: preference.subjectId, topicIDs: preference.topicIds,
-                difficulty: try difficulty(preference.difficulty, "subjects[\(index)].difficulty")))
+            subjects.append(
+                .init(
+                    subjectID: preference.subjectId, topicIDs: preference.topicIds,
+                    difficulty: try difficulty(preference.difficulty, "subjects[\(index)].difficulty")))
         }
         let notifyStart = try time(window.start, "notification_window.start")
         let notifyEnd = try time(window.end, "notification_window.end")
@@ -88,7 +93,7 @@ extension LearnerSettings {
         func isLetter(_ byte: UInt8) -> Bool { (0x41...0x5A).contains(byte) || (0x61...0x7A).contains(byte) }
         let bytes = name.utf8
         guard let first = bytes.first, isLetter(first), bytes.allSatisfy({ isLetter($0) || (0x30...0x39).contains($0) || "_+/-".utf8.contains($0) }),
-              TimeZone(identifier: name) != nil
+            TimeZone(identifier: name) != nil
         else { return false }
         var isDirectory: ObjCBool = false
         return FileManager.default.fileExists(atPath: zoneDirectory + "/" + name, isDirectory: &isDirectory) && !isDirectory.boolValue

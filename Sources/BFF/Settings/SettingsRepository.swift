@@ -43,7 +43,8 @@ struct SettingsRepository: Sendable {
     /// The stored settings in one statement, so that a replacement committing meanwhile is seen
     /// whole or not at all.
     private static func read(userID: UUID, _ query: (PostgresQuery) async throws -> PostgresRowSequence) async throws -> LearnerSettings {
-        let rows = try await query("""
+        let rows = try await query(
+            """
             SELECT s.difficulty::int, to_char(s.notify_start, 'HH24:MI'), to_char(s.notify_end, 'HH24:MI'), s.timezone, s.theme,
                    p.subject_id, p.topic_ids, p.difficulty::int
             FROM user_settings s LEFT JOIN user_subject_prefs p ON p.user_id = s.user_id
@@ -52,7 +53,8 @@ struct SettingsRepository: Sendable {
             """)
         var settings: LearnerSettings?
         for try await (difficulty, start, end, timezone, theme, subject, topics, subjectDifficulty)
-            in rows.decode((Int, String, String, String, String, String?, [String]?, Int?).self) {
+            in rows.decode((Int, String, String, String, String, String?, [String]?, Int?).self)
+        {
             if settings == nil {
                 settings = LearnerSettings(subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme)
             }
@@ -78,7 +80,8 @@ struct SettingsRepository: Sendable {
                             field: "subjects[\(index)].topic_ids", problem: "\(unknown) is not a topic of \(preference.subjectID).")
                     }
                 }
-                _ = try await connection.query("""
+                _ = try await connection.query(
+                    """
                     INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme, updated_at)
                     VALUES (\(userID), \(settings.difficulty)::smallint, \(settings.notifyStart)::time, \(settings.notifyEnd)::time,
                             \(settings.timezone), \(settings.theme), now())
@@ -87,7 +90,8 @@ struct SettingsRepository: Sendable {
                     """, logger: database.logger)
                 _ = try await connection.query("DELETE FROM user_subject_prefs WHERE user_id = \(userID)", logger: database.logger)
                 for preference in settings.subjects {
-                    _ = try await connection.query("""
+                    _ = try await connection.query(
+                        """
                         INSERT INTO user_subject_prefs (user_id, subject_id, topic_ids, difficulty)
                         VALUES (\(userID), \(preference.subjectID), \(preference.topicIDs), \(preference.difficulty)::smallint)
                         """, logger: database.logger)
@@ -109,7 +113,8 @@ struct SettingsRepository: Sendable {
 
     func catalogue() async throws -> [CatalogueSubject] {
         try await database.run { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT s.id, s.name, t.id, t.name FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id
                 ORDER BY s.position, s.id, t.position, t.id
                 """)

@@ -6,6 +6,7 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import Testing
+
 @testable import BFF
 
 @Suite("AppJWT interoperability", .timeLimit(.minutes(3)))
@@ -18,18 +19,20 @@ struct AccessTokenInteropTests {
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: Self.secret), digestAlgorithm: .sha256, kid: "k5")
         let user = UUID(), family = UUID()
-        let ours = tokens.issue(userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw", "profile:read"],
-                                tokenID: "jti-1", issuedAt: Date())
+        let ours = tokens.issue(
+            userID: user, deviceID: "device-0001", familyID: family, scopes: ["chat:rw", "profile:read"],
+            tokenID: "jti-1", issuedAt: Date())
         let claims = try await keys.verify(ours, as: InteropClaims.self)
         #expect(claims.sub.value == user.uuidString.lowercased() && claims.sid == family.uuidString.lowercased())
         #expect(claims.scope == "chat:rw profile:read" && claims.did == "device-0001" && claims.aud.value == ["mobile"])
         #expect(claims.exp.value.timeIntervalSince(claims.iat.value) == 900)
 
         let now = Date()
-        let theirs = try await keys.sign(InteropClaims(
-            iss: "bff", aud: "mobile", sub: .init(value: user.uuidString.lowercased()), iat: .init(value: now),
-            exp: .init(value: now.addingTimeInterval(60)), jti: "jti-2", scope: "chat:rw", did: "device-0002",
-            sid: family.uuidString.lowercased()), kid: "k5")
+        let theirs = try await keys.sign(
+            InteropClaims(
+                iss: "bff", aud: "mobile", sub: .init(value: user.uuidString.lowercased()), iat: .init(value: now),
+                exp: .init(value: now.addingTimeInterval(60)), jti: "jti-2", scope: "chat:rw", did: "device-0002",
+                sid: family.uuidString.lowercased()), kid: "k5")
         let principal = try tokens.verify(theirs)
         #expect(principal.userID == user && principal.familyID == family && principal.deviceID == "device-0002")
         #expect(principal.scopes == ["chat:rw"] && principal.tokenID == "jti-2")

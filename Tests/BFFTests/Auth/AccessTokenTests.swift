@@ -6,6 +6,7 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import Testing
+
 @testable import BFF
 
 @Suite("AppJWT", .timeLimit(.minutes(3)))
@@ -77,12 +78,13 @@ struct AccessTokenTests {
         #expect(refusal?.reason == "expired")
     }
 
-    @Test("rejected: any algorithm but HS256, unknown kid, bad signature, expired, future iat, wrong iss or aud, missing claim, malformed",
-          arguments: [
+    @Test(
+        "rejected: any algorithm but HS256, unknown kid, bad signature, expired, future iat, wrong iss or aud, missing claim, malformed",
+        arguments: [
             "alg none", "alg HS512", "alg RS256", "no kid", "unknown kid", "bad signature", "expired", "iat in the future",
             "wrong iss", "wrong aud", "missing did", "missing exp", "not a uuid sub", "garbage", "two parts",
             "duplicate sub", "duplicate alg", "numeric scope", "crit header", "padded signature",
-          ])
+        ])
     func rejections(_ variant: String) async throws {
         let tokens = try tokens()
         var header: [String: Any] = ["alg": "HS256", "typ": "JWT", "kid": "k2"]

@@ -5,6 +5,7 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import Testing
+
 @testable import BFF
 
 @Suite("Authentication over HTTP", .needsDatabase, .timeLimit(.minutes(3)))
@@ -50,9 +51,11 @@ struct AuthenticationHTTPTests {
         try await app.live { client in
             let cookie = try await client.execute(uri: "/api/v1/me", method: .get, headers: [.cookie: "bff_session=\(pair.accessToken)"])
             #expect(cookie.status == .ok)
-            let both = try await client.execute(uri: "/api/v1/me", method: .get, headers: [
-                .authorization: "Bearer invalid.token.here", .cookie: "bff_session=\(pair.accessToken)",
-            ])
+            let both = try await client.execute(
+                uri: "/api/v1/me", method: .get,
+                headers: [
+                    .authorization: "Bearer invalid.token.here", .cookie: "bff_session=\(pair.accessToken)",
+                ])
             #expect(both.status == .unauthorized)
         }
     }
@@ -97,7 +100,8 @@ struct AuthenticationHTTPTests {
         let phone = try await Commands.issueToken(environment: environment, userID: user, deviceID: "logout-phone-1", scopes: AccessTokens.allScopes)
         let tablet = try await Commands.issueToken(environment: environment, userID: user, deviceID: "logout-tablet-1", scopes: AccessTokens.allScopes)
         try await database.withClient { client in
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO push_tokens (user_id, token, platform, device_id)
                 VALUES (\(user), 'tok-phone', 'ios', 'logout-phone-1'), (\(user), 'tok-tablet', 'android', 'logout-tablet-1')
                 """)

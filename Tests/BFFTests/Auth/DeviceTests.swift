@@ -6,6 +6,7 @@ import JWTKit
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Devices", .needsDatabase, .timeLimit(.minutes(3)))
@@ -92,7 +93,8 @@ struct DeviceTests {
                 let aikoAgain = try await signIn("aiko", on: "school-ipad-7")
                 #expect(try await client.me(aikoOnPad.access).status == .ok)
                 try await database.withClient { client in
-                    _ = try await client.query("""
+                    _ = try await client.query(
+                        """
                         INSERT INTO push_tokens (user_id, token, platform, device_id)
                         VALUES (\(aikoPhone.user), 'tok-pad', 'ios', 'school-ipad-7'), (\(aikoPhone.user), 'tok-phone', 'ios', 'aiko-phone-1')
                         """)

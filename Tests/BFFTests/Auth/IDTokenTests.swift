@@ -6,6 +6,7 @@ import JWTKit
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("ID and logout tokens", .needsDatabase, .timeLimit(.minutes(3)))
@@ -20,8 +21,9 @@ struct IDTokenTests {
         OIDCClient(issuer: URL(string: idp.issuer)!, clientID: clientID, clientSecret: nil)
     }
 
-    @Test("refused: wrong nonce, wrong audience, expired, signed by a key outside the JWKS, issuer mismatch; accepted when all hold",
-          arguments: ["wrong nonce", "wrong audience", "expired", "unpublished key", "issuer mismatch", "future iat", "long sub", "long sid", "valid"])
+    @Test(
+        "refused: wrong nonce, wrong audience, expired, signed by a key outside the JWKS, issuer mismatch; accepted when all hold",
+        arguments: ["wrong nonce", "wrong audience", "expired", "unpublished key", "issuer mismatch", "future iat", "long sub", "long sid", "valid"])
     func refusals(_ variant: String) async throws {
         try await LocalIdP().serve { idp in
             var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-123")
@@ -47,13 +49,16 @@ struct IDTokenTests {
         }
     }
 
-    @Test("the callback through a provider of the test's own, its issuer with or without a final /: client_secret_basic, user upserted, refusal is 401 idp_rejected",
-          arguments: [false, true])
+    @Test(
+        "the callback through a provider of the test's own, its issuer with or without a final /: client_secret_basic, user upserted, refusal is 401 idp_rejected",
+        arguments: [false, true])
     func callbackWithLocalProvider(trailingSlash: Bool) async throws {
         try await LocalIdP(trailingSlash: trailingSlash).serve { [database] idp in
-            let app = try await makeTestApp(database: database, environment: [
-                "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
-            ])
+            let app = try await makeTestApp(
+                database: database,
+                environment: [
+                    "BFF_OIDC_ISSUER": idp.issuer, "BFF_OIDC_CLIENT_SECRET": "local-secret",
+                ])
             try await app.live { client in
                 let login = AppLogin(deviceID: "android-1234")
                 let callback = try await idp.signIn(login, as: TestIDClaims(iss: .init(value: idp.issuer)), with: client)
@@ -225,9 +230,10 @@ struct IDTokenTests {
                         uri: "/api/v1/auth/backchannel-logout", method: .post, headers: form, body: ByteBuffer(string: "logout_token=\(token)"))
                 }
                 #expect(try await logout(everySession).status == .ok)
-                let userID = try #require(try await database.withClient { client in
-                    try await client.query("SELECT id FROM users WHERE subject = 'student-bcl'").collect().first?.decode(UUID.self)
-                }, "the login made the account")
+                let userID = try #require(
+                    try await database.withClient { client in
+                        try await client.query("SELECT id FROM users WHERE subject = 'student-bcl'").collect().first?.decode(UUID.self)
+                    }, "the login made the account")
                 let later = try await Commands.issueToken(
                     environment: TestEnvironment.serverEnvironment(database: database, ["BFF_OIDC_ISSUER": idp.issuer, "BFF_LOG_LEVEL": "critical"]),
                     userID: userID, deviceID: "android-5678", scopes: AccessTokens.allScopes)

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import JWTKit
 import NIOCore
 import Testing
+
 @testable import BFF
 
 /// How the server treats its identity provider: how long it trusts the provider's keys, what it
@@ -135,18 +136,21 @@ struct IdentityProviderTests {
         #expect(throws: Never.self) {
             try OIDCClient.requireSecureEndpoints(metadata(token: "https://idp.example.com/token", jwks: "https://keys.example.com/jwks"), issuer: issuer)
         }
-        for (token, jwks) in [("http://idp.example.com/token", "https://idp.example.com/jwks"),
-                              ("https://idp.example.com/token", "http://idp.example.com/jwks"),
-                              ("http://127.0.0.1/token", "https://idp.example.com/jwks"),
-                              ("https://idp.example.com/token", "not a url")] {
+        for (token, jwks) in [
+            ("http://idp.example.com/token", "https://idp.example.com/jwks"),
+            ("https://idp.example.com/token", "http://idp.example.com/jwks"),
+            ("http://127.0.0.1/token", "https://idp.example.com/jwks"),
+            ("https://idp.example.com/token", "not a url"),
+        ] {
             #expect(throws: IdPUnavailable.self, "\(token) \(jwks)") {
                 try OIDCClient.requireSecureEndpoints(metadata(token: token, jwks: jwks), issuer: issuer)
             }
         }
     }
 
-    @Test("an ID token for several audiences must name this client in azp; an azp naming another party is refused",
-          arguments: ["two audiences, no azp", "two audiences, azp another", "one audience, azp another", "two audiences, azp us", "one audience, azp us"])
+    @Test(
+        "an ID token for several audiences must name this client in azp; an azp naming another party is refused",
+        arguments: ["two audiences, no azp", "two audiences, azp another", "one audience, azp another", "two audiences, azp us", "one audience, azp us"])
     func authorizedParty(_ variant: String) async throws {
         try await LocalIdP().serve { idp in
             var claims = TestIDClaims(iss: .init(value: idp.issuer), nonce: "n-1")

@@ -6,6 +6,7 @@ import JWTKit
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("OIDC login", .needsDatabase, .timeLimit(.minutes(3)))
@@ -139,13 +140,15 @@ struct LoginTests {
             let device = try await client.execute(uri: "/api/v1/auth/start?device_id=short&redirect_uri=\(Self.redirect)&\(pkce)", method: .get)
             #expect(device.status == .unprocessableContent && device.errorCode == "validation_failed")
             let base = "/api/v1/auth/start?device_id=iphone-e2e-01&redirect_uri=\(Self.redirect)"
-            for query in ["", "&code_challenge=\(login.challenge)", "&code_challenge_method=S256",
-                          "&code_challenge=\(login.challenge)&code_challenge_method=plain",
-                          "&code_challenge=\(login.challenge)&code_challenge_method=s256",
-                          "&code_challenge=\(login.challenge.dropLast())&code_challenge_method=S256",
-                          "&code_challenge=\(login.challenge)A&code_challenge_method=S256",
-                          "&code_challenge=\(login.challenge.dropLast())%2B&code_challenge_method=S256",
-                          "&code_challenge=\(login.verifier)\(login.verifier)&code_challenge_method=S256"] {
+            for query in [
+                "", "&code_challenge=\(login.challenge)", "&code_challenge_method=S256",
+                "&code_challenge=\(login.challenge)&code_challenge_method=plain",
+                "&code_challenge=\(login.challenge)&code_challenge_method=s256",
+                "&code_challenge=\(login.challenge.dropLast())&code_challenge_method=S256",
+                "&code_challenge=\(login.challenge)A&code_challenge_method=S256",
+                "&code_challenge=\(login.challenge.dropLast())%2B&code_challenge_method=S256",
+                "&code_challenge=\(login.verifier)\(login.verifier)&code_challenge_method=S256",
+            ] {
                 let refused = try await client.execute(uri: base + query, method: .get)
                 #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(query): \(refused.text)")
             }
@@ -156,8 +159,10 @@ struct LoginTests {
             // A malformed code or state is 422 and leaves the login to be completed.
             let issued = try await login.start(with: client).state
             let longCode = String(repeating: "c", count: 2049)
-            for query in ["code=&state=\(issued)", "code=a%20b&state=\(issued)", "code=\(longCode)&state=\(issued)",
-                          "code=abc&state=\(issued)%21", "code=abc&state=\(String(repeating: "s", count: 257))"] {
+            for query in [
+                "code=&state=\(issued)", "code=a%20b&state=\(issued)", "code=\(longCode)&state=\(issued)",
+                "code=abc&state=\(issued)%21", "code=abc&state=\(String(repeating: "s", count: 257))",
+            ] {
                 let refused = try await client.execute(uri: "/api/v1/auth/callback?\(query)&code_verifier=\(login.verifier)", method: .get)
                 #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(query): \(refused.text)")
             }
@@ -183,13 +188,14 @@ struct LoginTests {
                     idp.grant(code: code, challenge: victim.challenge, idToken: try await idp.sign(claims))
 
                     // Another app registered for the same scheme received `?code=…&state=…`.
-                    let sent: String? = switch variant {
-                    case "missing": nil
-                    case "wrong": SecureRandom.token()
-                    case "malformed": String(victim.verifier.prefix(42))
-                    case "another login's": AppLogin(deviceID: victim.deviceID).verifier
-                    default: victim.challenge
-                    }
+                    let sent: String? =
+                        switch variant {
+                        case "missing": nil
+                        case "wrong": SecureRandom.token()
+                        case "malformed": String(victim.verifier.prefix(42))
+                        case "another login's": AppLogin(deviceID: victim.deviceID).verifier
+                        default: victim.challenge
+                        }
                     let stolen = try await client.execute(uri: victim.callbackURI(code: code, state: started.state, sending: sent), method: .get)
                     #expect(stolen.status == .badRequest && stolen.errorCode == "invalid_grant", "\(variant): \(stolen.text)")
                     #expect(stolen.json["access_token"] == nil && stolen.json["refresh_token"] == nil)
@@ -200,10 +206,12 @@ struct LoginTests {
                     #expect(idp.tokenRequests.withLockedValue { $0.isEmpty }, "\(variant): the code was never sent to the provider")
                     let subject = claims.sub.value
                     let issued = try await database.withClient { client in
-                        try await client.query("""
+                        try await client.query(
+                            """
                             SELECT (SELECT count(*) FROM refresh_families WHERE device_id = \(victim.deviceID))::int
                                  + (SELECT count(*) FROM users WHERE subject = \(subject))::int
-                            """).collect().first?.decode(Int.self)
+                            """
+                        ).collect().first?.decode(Int.self)
                     }
                     #expect(issued == 0, "\(variant): no account and no session were made")
                 }
@@ -226,7 +234,8 @@ struct LoginTests {
                 let started = try await login.start(with: client)
                 // Ten minutes and a second later.
                 try await database.withClient { client in
-                    _ = try await client.query("""
+                    _ = try await client.query(
+                        """
                         UPDATE oidc_logins SET created_at = now() - interval '11 minutes', expires_at = now() - interval '1 second'
                         WHERE state_hash = \(Digest.sha256(started.state))
                         """)

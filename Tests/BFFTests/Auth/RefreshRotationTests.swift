@@ -5,6 +5,7 @@ import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Refresh rotation", .needsDatabase, .timeLimit(.minutes(3)))
@@ -281,7 +282,8 @@ struct RefreshRotationTests {
         #expect(responses.allSatisfy { $0.0 == .ok || $0.0 == .tooManyRequests })
         let hash = Digest.sha256(pair.refreshToken)
         let heads = try await database.withClient { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT count(*)::int FROM refresh_tokens
                 WHERE used_at IS NULL AND family_id = (SELECT family_id FROM refresh_tokens WHERE token_hash = \(hash))
                 """)

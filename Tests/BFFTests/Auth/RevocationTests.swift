@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Revoked sessions' access tokens", .needsDatabase, .timeLimit(.minutes(3)))
@@ -64,7 +65,8 @@ struct RevocationTests {
         let retention = RevokedSessions(accessTokenLifetime: 900).retention
         try await database.withClient { client in
             for (session, age) in [(inside, retention - 30), (outside, retention + 30)] {
-                _ = try await client.query("""
+                _ = try await client.query(
+                    """
                     UPDATE refresh_families SET revoked_at = now() - make_interval(secs => \(age)), revoked_reason = 'operator'
                     WHERE user_id = \(session.id)
                     """)

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
 @testable import BFF
 
 /// Many learners behind one address (a school's Wi-Fi, a carrier-grade NAT) under the default

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Purge of spent refresh tokens", .needsDatabase, .timeLimit(.minutes(3)))
@@ -24,7 +25,8 @@ struct SessionPurgeTests {
 
     /// Adds `count` rotated tokens to the user's family that expired `daysAgo` days ago.
     private static func addSpentTokens(_ count: Int, expiredDaysAgo daysAgo: Int, user: UUID, on client: PostgresClient) async throws {
-        _ = try await client.query("""
+        _ = try await client.query(
+            """
             INSERT INTO refresh_tokens (token_hash, family_id, device_id, issued_at, expires_at, used_at)
             SELECT sha256(convert_to(gen_random_uuid()::text, 'UTF8')), f.id, f.device_id,
                    now() - make_interval(days => \(daysAgo)::int + 30), now() - make_interval(days => \(daysAgo)::int),
@@ -35,7 +37,8 @@ struct SessionPurgeTests {
     }
 
     private static func tokens(of user: UUID, on client: PostgresClient) async throws -> (families: Int, tokens: Int) {
-        let rows = try await client.query("""
+        let rows = try await client.query(
+            """
             SELECT (SELECT count(*) FROM refresh_families WHERE user_id = \(user))::int,
                    (SELECT count(*) FROM refresh_tokens t JOIN refresh_families f ON f.id = t.family_id WHERE f.user_id = \(user))::int
             """)
@@ -94,7 +97,8 @@ struct SessionPurgeTests {
     }
 
     private static func expireHead(of user: UUID, daysAgo: Int, on client: PostgresClient) async throws {
-        _ = try await client.query("""
+        _ = try await client.query(
+            """
             UPDATE refresh_tokens t SET issued_at = now() - make_interval(days => \(daysAgo)::int + 30),
                                         expires_at = now() - make_interval(days => \(daysAgo)::int)
             FROM refresh_families f WHERE f.id = t.family_id AND f.user_id = \(user) AND t.used_at IS NULL

@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Chats and history", .needsDatabase, .timeLimit(.minutes(3)))
@@ -21,7 +22,8 @@ struct ChatsTests {
         let idempotencyKey = HTTPField.Name("Idempotency-Key")!
         // The first request's claim, committed without its answer yet (as a concurrent one sees it).
         try await database.withClient { client in
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
                 VALUES (\(learner.id), \(ChatCreation.operation), 'busy-key', sha256('{}'::bytea))
                 """)
@@ -46,7 +48,8 @@ struct ChatsTests {
     /// `count` chats whose updated_at are one second apart, the last one newest.
     private func seedChats(_ learner: Learner, count: Int) async throws {
         try await database.withClient { client in
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO chats (user_id, title, created_at, updated_at)
                 SELECT \(learner.id), 'chat ' || n, now() - make_interval(secs => 1000 - n), now() - make_interval(secs => 1000 - n)
                 FROM generate_series(1, \(count)) n
@@ -149,33 +152,35 @@ struct ChatsTests {
         let learner = try await Learner.make(database: database)
         let repository = ChatRepository.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
         let app = try await makeTestApp(database: database)
-        try await Commands.withDatabase(repository.database.client) { _ in try await app.live { client in
-            var chats: [String] = []
-            for index in 0..<3 {
-                chats.append(try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"c\#(index)"}"#).json["id"] as? String))
-            }
-            let since = "2025-01-01T00:00:00Z"
-            let first = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)", as: learner)
-            let cursor = try #require(first.json["next_cursor"] as? String)
-            let next = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)&cursor=\(cursor)", as: learner)
-            #expect(next.status == .ok && (next.json["items"] as? [[String: Any]])?.first?["id"] as? String == chats[1], "\(next.text)")
-            for other in ["2025-01-01T00:00:00.001Z", "2026-01-01T00:00:00Z"] {
-                let moved = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(other)&cursor=\(cursor)", as: learner)
-                #expect(moved.status == .unprocessableContent && moved.errorCode == "invalid_cursor", "\(other): \(moved.text)")
-            }
-            #expect(try await client.call(.get, "/api/v1/chats?limit=1&cursor=\(cursor)", as: learner).errorCode == "invalid_cursor")
-
-            for chat in chats.prefix(2) {
-                for text in ["one", "two"] {
-                    _ = try await repository.appendMessage(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), role: "user", content: text)
+        try await Commands.withDatabase(repository.database.client) { _ in
+            try await app.live { client in
+                var chats: [String] = []
+                for index in 0..<3 {
+                    chats.append(try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"c\#(index)"}"#).json["id"] as? String))
                 }
+                let since = "2025-01-01T00:00:00Z"
+                let first = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)", as: learner)
+                let cursor = try #require(first.json["next_cursor"] as? String)
+                let next = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(since)&cursor=\(cursor)", as: learner)
+                #expect(next.status == .ok && (next.json["items"] as? [[String: Any]])?.first?["id"] as? String == chats[1], "\(next.text)")
+                for other in ["2025-01-01T00:00:00.001Z", "2026-01-01T00:00:00Z"] {
+                    let moved = try await client.call(.get, "/api/v1/chats?limit=1&updated_since=\(other)&cursor=\(cursor)", as: learner)
+                    #expect(moved.status == .unprocessableContent && moved.errorCode == "invalid_cursor", "\(other): \(moved.text)")
+                }
+                #expect(try await client.call(.get, "/api/v1/chats?limit=1&cursor=\(cursor)", as: learner).errorCode == "invalid_cursor")
+
+                for chat in chats.prefix(2) {
+                    for text in ["one", "two"] {
+                        _ = try await repository.appendMessage(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), role: "user", content: text)
+                    }
+                }
+                let messages = try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1", as: learner)
+                let messageCursor = try #require(messages.json["next_cursor"] as? String)
+                #expect(try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1&cursor=\(messageCursor)", as: learner).status == .ok)
+                let elsewhere = try await client.call(.get, "/api/v1/chats/\(chats[1])/messages?limit=1&cursor=\(messageCursor)", as: learner)
+                #expect(elsewhere.status == .unprocessableContent && elsewhere.errorCode == "invalid_cursor", "\(elsewhere.text)")
             }
-            let messages = try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1", as: learner)
-            let messageCursor = try #require(messages.json["next_cursor"] as? String)
-            #expect(try await client.call(.get, "/api/v1/chats/\(chats[0])/messages?limit=1&cursor=\(messageCursor)", as: learner).status == .ok)
-            let elsewhere = try await client.call(.get, "/api/v1/chats/\(chats[1])/messages?limit=1&cursor=\(messageCursor)", as: learner)
-            #expect(elsewhere.status == .unprocessableContent && elsewhere.errorCode == "invalid_cursor", "\(elsewhere.text)")
-        } }
+        }
     }
 
     @Test("an edited cursor whose instant PostgreSQL cannot represent is 422 invalid_cursor on every keyset list, not a 500")
@@ -210,7 +215,11 @@ struct ChatsTests {
             let chat = try #require(created.json["id"] as? String)
             let note = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":3,"note":"a\u0000b"}"#)
             #expect(note.status == .unprocessableContent && note.errorCode == "validation_failed")
-            let settings = try await client.call(.put, "/api/v1/settings", as: learner, json: #"{"subjects":[{"subject_id":"m\u0000","topic_ids":[],"difficulty":2}],"difficulty":3,"notification_window":{"start":"18:00","end":"21:00","timezone":"Asia/Tokyo"},"theme":"system"}"#)
+            let settings = try await client.call(
+                .put, "/api/v1/settings", as: learner,
+                json:
+                    #"{"subjects":[{"subject_id":"m\u0000","topic_ids":[],"difficulty":2}],"difficulty":3,"notification_window":{"start":"18:00","end":"21:00","timezone":"Asia/Tokyo"},"theme":"system"}"#
+            )
             #expect(settings.status == .unprocessableContent)
         }
     }
@@ -221,8 +230,10 @@ struct ChatsTests {
         let app = try await makeTestApp(database: database)
         try await app.live { client in
             let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Kept"}"#).json["id"] as? String)
-            for since in ["2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "2025-01-01T00:00:00Zjunk", "2025-02-30T00:00:00Z",
-                          "0001-01-01T00:00:00+14:00"] {
+            for since in [
+                "2025-01-01T9999999999:00:00Z", "999999999-01-01T00:00:00Z", "2025-01-01T00:00:00Zjunk", "2025-02-30T00:00:00Z",
+                "0001-01-01T00:00:00+14:00",
+            ] {
                 let encoded = since.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
                 let pull = try await client.call(.get, "/api/v1/chats?updated_since=\(encoded)", as: learner)
                 #expect(pull.status == .unprocessableContent && pull.errorCode == "validation_failed", "\(since): \(pull.text)")
@@ -266,8 +277,9 @@ struct ChatsTests {
             let createdID = try #require(created.json["id"] as? String)
             #expect(try await client.call(.delete, "/api/v1/chats/\(createdID)", as: learner).status == .noContent)
             let replayed = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Gone"}"#, headers: goneKey)
-            #expect(replayed.status == .created && NSDictionary(dictionary: replayed.json) == NSDictionary(dictionary: created.json),
-                    "\(replayed.status) \(replayed.text)")
+            #expect(
+                replayed.status == .created && NSDictionary(dictionary: replayed.json) == NSDictionary(dictionary: created.json),
+                "\(replayed.status) \(replayed.text)")
             #expect(replayed.headers[.location] == "/api/v1/chats/\(createdID)")
 
             let concurrentKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "concurrent-key"]
@@ -369,8 +381,10 @@ struct ChatsTests {
             #expect(unchecked.status == .ok, "\(unchecked.status) \(unchecked.text)")
             // Lengths count code points, as the CHECK does: one "character" of 201 code points is too long.
             let combining = "a" + String(repeating: "\u{301}", count: 200)
-            for bad in [#"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#,
-                        #"{"title":"\#(combining)"}"#, #"{"title":"\#(String(repeating: "🇯🇵", count: 101))"}"#] {
+            for bad in [
+                #"{"title":""}"#, #"{"title":"   "}"#, #"{"title":"\#(String(repeating: "x", count: 201))"}"#, #"{"title":5}"#, #"{}"#,
+                #"{"title":"\#(combining)"}"#, #"{"title":"\#(String(repeating: "🇯🇵", count: 101))"}"#,
+            ] {
                 let response = try await client.call(.patch, "/api/v1/chats/\(id)", as: learner, json: bad)
                 #expect(response.status == .unprocessableContent, "\(bad.prefix(30))")
             }
@@ -450,7 +464,8 @@ struct ChatsTests {
             // Rename b only once the writer holds the learner's stamp lock.
             let stamped = try await database.withClient { [learner] client in
                 for _ in 0..<200 {
-                    let rows = try await client.query("""
+                    let rows = try await client.query(
+                        """
                         SELECT count(*)::int FROM pg_locks l
                         WHERE l.locktype = 'advisory' AND l.granted
                           AND ((l.classid::int8 << 32) | l.objid::int8) = hashtextextended('bff_chat_stamp:' || \(learner.id)::text, 0)
@@ -492,8 +507,10 @@ struct ChatsTests {
                 let detail = try await client.call(.get, "/api/v1/chats/\(chat)", as: learner)
                 #expect(detail.json["message_count"] as? Int == 5 && detail.json["last_message_preview"] as? String == "m5")
 
-                for bad in [#"{"score":0}"#, #"{"score":6}"#, #"{"score":"5"}"#, #"{}"#,
-                            #"{"score":3,"note":"a\#(String(repeating: "\u{301}", count: 1000))"}"#] {
+                for bad in [
+                    #"{"score":0}"#, #"{"score":6}"#, #"{"score":"5"}"#, #"{}"#,
+                    #"{"score":3,"note":"a\#(String(repeating: "\u{301}", count: 1000))"}"#,
+                ] {
                     #expect(try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: bad).status == .unprocessableContent)
                 }
                 let evaluated = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":5,"note":"got it"}"#)
@@ -560,7 +577,8 @@ struct ChatsTests {
             }
         }
         try await database.withClient { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT (SELECT count(*) FROM chats WHERE user_id = \(learner.id))
                      + (SELECT count(*) FROM idempotency_keys WHERE user_id = \(learner.id))
                      + (SELECT count(*) FROM user_settings WHERE user_id = \(learner.id))
@@ -568,7 +586,8 @@ struct ChatsTests {
             for try await count in rows.decode(Int.self) { #expect(count == 0) }
             // The mapping tells a missing account by the constraint's name: every reference to users
             // must be a `user_id` column constraint, named `<table>_user_id_fkey` by PostgreSQL.
-            let names = try await client.query("""
+            let names = try await client.query(
+                """
                 SELECT conname::text FROM pg_constraint WHERE contype = 'f' AND confrelid = 'users'::regclass
                 """)
             var references: [String] = []

@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 /// First pages asked for at the same time share statements; each request still gets exactly its
@@ -26,7 +27,8 @@ struct FirstPageBatcherTests {
                 users.append(user)
                 try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.test', \(user.uuidString))")
                 // Every user's chats interleave in time with the others', so a mixed-up page shows.
-                try await client.query("""
+                try await client.query(
+                    """
                     INSERT INTO chats (user_id, title, created_at, updated_at, deleted_at)
                     SELECT \(user), 'chat ' || n || ' of user \(unescaped: String(index))', now(), now() - (n * 8 + \(index)) * interval '1 second',
                            CASE WHEN n % 7 = 0 THEN now() END
@@ -36,10 +38,12 @@ struct FirstPageBatcherTests {
             var expected: [UUID: [ChatRecord]] = [:]
             for user in users {
                 var records: [ChatRecord] = []
-                for try await row in try await client.query("""
+                for try await row in try await client.query(
+                    """
                     SELECT \(unescaped: ChatRepository.columns) FROM chats WHERE user_id = \(user) AND deleted_at IS NULL
                     ORDER BY updated_at DESC, id DESC
-                    """) {
+                    """)
+                {
                     records.append(try ChatRecord(row: row))
                 }
                 expected[user] = records

@@ -2,6 +2,7 @@ import BFFWire
 import Foundation
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 /// `BinaryArray` reads `array_send`'s format itself, and the chat lists read whole pages through it;
@@ -25,7 +26,8 @@ struct BinaryArrayTests {
 
     @Test("every element type of the lists, NULL elements, and no rows at all")
     func readsElements() async throws {
-        let cells = try await cells("""
+        let cells = try await cells(
+            """
             SELECT array_agg(id), array_agg(t), array_agg(o), array_agg(ts), array_agg(n), array_agg(b),
                    (SELECT array_agg(1) WHERE false), '{}'::uuid[]
             FROM (VALUES ('0b6c2d5e-8f1a-4c3b-9d7e-1f2a3b4c5d6e'::uuid, '日本語 🧪 "x"', NULL::text,
@@ -90,9 +92,12 @@ struct BinaryArrayTests {
                 var fromPage: [ChatRecord] = []
                 // Aggregated in the opposite order on purpose: the reader must restore the keyset order.
                 let reversed = list == .newest ? "updated_at, id" : "updated_at DESC, id DESC"
-                for try await row in try await client.query(PostgresQuery(unsafeSQL: """
-                    SELECT \(ChatRepository.pageColumns) FROM (SELECT \(columns) FROM \(values) ORDER BY \(reversed)) page
-                    """)) {
+                for try await row in try await client.query(
+                    PostgresQuery(
+                        unsafeSQL: """
+                            SELECT \(ChatRepository.pageColumns) FROM (SELECT \(columns) FROM \(values) ORDER BY \(reversed)) page
+                            """))
+                {
                     fromPage = try ChatRecord.page(row, list: list)
                 }
                 var fromRows: [ChatRecord] = []

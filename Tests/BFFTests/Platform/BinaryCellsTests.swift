@@ -2,6 +2,7 @@ import BFFWire
 import Foundation
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 /// `BinaryCells` reads PostgreSQL's binary values itself; postgres-nio's generic decoder is the
@@ -17,7 +18,8 @@ struct BinaryCellsTests {
     @Test("uuid, text, timestamptz, int4/int8 and bool read as the generic decoder reads them; other types fall back")
     func matchesGenericDecoding() async throws {
         try await database.withClient { client in
-            let rows = try await client.query("""
+            let rows = try await client.query(
+                """
                 SELECT gen_random_uuid(), t, CASE WHEN n % 3 = 0 THEN NULL ELSE t || '…' END,
                        ts, ts + interval '1 microsecond' * n, (n * 1000)::int4, (n * 1000000000000)::int8, n % 2 = 0,
                        'plain'::varchar, 'name'::name, n::int2

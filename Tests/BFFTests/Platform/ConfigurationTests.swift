@@ -1,5 +1,6 @@
 import BFFWire
 import Testing
+
 @testable import BFF
 
 @Suite("Configuration", .timeLimit(.minutes(3)))
@@ -26,26 +27,28 @@ struct ConfigurationTests {
         #expect(configuration.database.password == "secret" && configuration.database.tls == .require)
     }
 
-    @Test("a missing or malformed variable stops start-up with a line naming it", arguments: [
-        ("BFF_DATABASE_URL", nil as String?),
-        ("BFF_DATABASE_URL", "mysql://x"),
-        ("BFF_JWT_KEYS", nil),
-        ("BFF_JWT_KEYS", "k1:c2hvcnQ"),
-        ("BFF_HTTP_PORT", "eighty"),
-        ("BFF_OIDC_ISSUER", "not a url"),
-        ("BFF_OIDC_ISSUER", "http://idp.example.com"),
-        ("BFF_OIDC_ISSUER", "ftp://idp.example.com"),
-        ("BFF_LOG_LEVEL", "loud"),
-        ("BFF_REVOCATION_POLL_INTERVAL", "0"),
-        ("BFF_REVOCATION_POLL_INTERVAL", "61"),
-        ("BFF_AUTH_DEVICE_RATE_LIMIT", "0"),
-        // Each once crashed start-up with an index out of range.
-        ("BFF_TRUSTED_PROXIES", "/"),
-        ("BFF_TRUSTED_PROXIES", "10.0.0.0/8, /"),
-        ("BFF_TRUSTED_PROXIES", "10.0.0.0/"),
-        ("BFF_TRUSTED_PROXIES", "/24"),
-        ("BFF_TRUSTED_PROXIES", "10.0.0.0/8/8"),
-    ])
+    @Test(
+        "a missing or malformed variable stops start-up with a line naming it",
+        arguments: [
+            ("BFF_DATABASE_URL", nil as String?),
+            ("BFF_DATABASE_URL", "mysql://x"),
+            ("BFF_JWT_KEYS", nil),
+            ("BFF_JWT_KEYS", "k1:c2hvcnQ"),
+            ("BFF_HTTP_PORT", "eighty"),
+            ("BFF_OIDC_ISSUER", "not a url"),
+            ("BFF_OIDC_ISSUER", "http://idp.example.com"),
+            ("BFF_OIDC_ISSUER", "ftp://idp.example.com"),
+            ("BFF_LOG_LEVEL", "loud"),
+            ("BFF_REVOCATION_POLL_INTERVAL", "0"),
+            ("BFF_REVOCATION_POLL_INTERVAL", "61"),
+            ("BFF_AUTH_DEVICE_RATE_LIMIT", "0"),
+            // Each once crashed start-up with an index out of range.
+            ("BFF_TRUSTED_PROXIES", "/"),
+            ("BFF_TRUSTED_PROXIES", "10.0.0.0/8, /"),
+            ("BFF_TRUSTED_PROXIES", "10.0.0.0/"),
+            ("BFF_TRUSTED_PROXIES", "/24"),
+            ("BFF_TRUSTED_PROXIES", "10.0.0.0/8/8"),
+        ])
     func namesTheVariable(variable: String, value: String?) {
         var environment = valid
         environment[variable] = value

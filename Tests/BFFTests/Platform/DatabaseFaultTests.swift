@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Database outage", .needsDatabase, .serialized, .timeLimit(.minutes(3)))
@@ -61,8 +62,9 @@ struct DatabaseFaultTests {
                 let start = ContinuousClock.now
                 let response = try await client.call(.get, path, as: learner)
                 let waited = ContinuousClock.now - start
-                #expect(response.status == .serviceUnavailable && response.errorCode == "database_unavailable",
-                        "\(path): \(response.status) \(response.text)")
+                #expect(
+                    response.status == .serviceUnavailable && response.errorCode == "database_unavailable",
+                    "\(path): \(response.status) \(response.text)")
                 #expect(waited < .seconds(4.5), "\(path) waited \(waited) for a frozen database")
             }
 
@@ -79,7 +81,8 @@ struct DatabaseFaultTests {
 
     /// Sends SIGSTOP or SIGCONT to the cluster's postmaster and every process it started.
     private static func signal(_ name: String, _ cluster: ThrowawayCluster) async throws {
-        let postmaster = try String(contentsOfFile: "\(cluster.dataDirectory)/postmaster.pid", encoding: .utf8)
+        let postmaster =
+            try String(contentsOfFile: "\(cluster.dataDirectory)/postmaster.pid", encoding: .utf8)
             .split(separator: "\n").first.map(String.init) ?? ""
         let status = try await ThrowawayCluster.runProcess(
             "/bin/sh", ["-c", "pkill -\(name) -P \(postmaster); kill -\(name) \(postmaster)"], limit: .seconds(10))

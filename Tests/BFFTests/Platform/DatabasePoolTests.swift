@@ -1,6 +1,7 @@
 import NIOPosix
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Database pools", .needsDatabase, .timeLimit(.minutes(3)))
@@ -25,9 +26,10 @@ struct DatabasePoolTests {
             let answers = try await Commands.withDatabase(database) { _ in
                 var answers: [Int] = []
                 for pool in 0..<2 {
-                    answers.append(try await database.run(pool: pool) { client in
-                        try await client.query("SELECT 1").collect().count
-                    })
+                    answers.append(
+                        try await database.run(pool: pool) { client in
+                            try await client.query("SELECT 1").collect().count
+                        })
                 }
                 return answers
             }

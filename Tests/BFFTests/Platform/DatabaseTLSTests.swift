@@ -5,6 +5,7 @@ import PostgresNIO
 import SwiftASN1
 import Testing
 import X509
+
 @testable import BFF
 
 /// `sslmode` against a PostgreSQL of the test's own that speaks TLS with a self-signed certificate
@@ -32,14 +33,18 @@ struct DatabaseTLSTests {
         try await cluster.run("start")
         let base = "postgres://bff@localhost:\(cluster.port)/postgres"
 
-        for mode in ["prefer", "require", "verify-ca&sslrootcert=\(authority)", "verify-full&sslrootcert=\(authority)",
-                     "require&sslrootcert=\(authority)"] {
+        for mode in [
+            "prefer", "require", "verify-ca&sslrootcert=\(authority)", "verify-full&sslrootcert=\(authority)",
+            "require&sslrootcert=\(authority)",
+        ] {
             #expect(try await Self.encrypted(try DatabaseURL(parsing: "\(base)?sslmode=\(mode)")), "\(mode)")
         }
         // The system's authorities do not know the server's certificate; nor does another one.
         let stranger = try Self.selfSignedCertificate(into: cluster.directory, name: "stranger")
-        for mode in ["verify-full", "verify-full&sslrootcert=system", "verify-ca&sslrootcert=\(stranger)",
-                     "require&sslrootcert=\(stranger)"] {
+        for mode in [
+            "verify-full", "verify-full&sslrootcert=system", "verify-ca&sslrootcert=\(stranger)",
+            "require&sslrootcert=\(stranger)",
+        ] {
             await #expect("\(mode)") { try await Self.encrypted(try DatabaseURL(parsing: "\(base)?sslmode=\(mode)")) } throws: { error in
                 Self.isCertificateRefusal(error)
             }
@@ -55,8 +60,10 @@ struct DatabaseTLSTests {
         // As libpq: sslrootcert=system alone means verify-full, and with anything weaker it is refused,
         // as is a chain check without an authority of the operator's own.
         #expect(try DatabaseURL(parsing: "\(base)?sslrootcert=system").tls == .verifyFull)
-        for refused in ["sslmode=verify-full&sslrootcert=/nonexistent.pem", "sslmode=allow", "sslmode=verify-ca",
-                        "sslmode=require&sslrootcert=system", "sslmode=prefer&sslrootcert=system", "sslmode=verify-ca&sslrootcert=system"] {
+        for refused in [
+            "sslmode=verify-full&sslrootcert=/nonexistent.pem", "sslmode=allow", "sslmode=verify-ca",
+            "sslmode=require&sslrootcert=system", "sslmode=prefer&sslrootcert=system", "sslmode=verify-ca&sslrootcert=system",
+        ] {
             #expect(throws: ConfigurationError.self, "\(refused)") { try DatabaseURL(parsing: "\(base)?\(refused)") }
         }
     }
@@ -70,18 +77,20 @@ struct DatabaseTLSTests {
 
     /// Whether a connection made as the URL says is encrypted (one connection: a pool would retry).
     private static func encrypted(_ url: DatabaseURL) async throws -> Bool {
-        let tls: PostgresConnection.Configuration.TLS = switch url.encryption {
-        case (let configuration, required: false)?: .prefer(try NIOSSLContext(configuration: configuration))
-        case (let configuration, required: true)?: .require(try NIOSSLContext(configuration: configuration))
-        case nil: .disable
-        }
+        let tls: PostgresConnection.Configuration.TLS =
+            switch url.encryption {
+            case (let configuration, required: false)?: .prefer(try NIOSSLContext(configuration: configuration))
+            case (let configuration, required: true)?: .require(try NIOSSLContext(configuration: configuration))
+            case nil: .disable
+            }
         let configuration = PostgresConnection.Configuration(
             host: url.host, port: url.port, username: url.username, password: nil, database: url.database, tls: tls)
         let connection = try await PostgresConnection.connect(configuration: configuration, id: 1, logger: TestEnvironment.quietLogger)
         defer { Task { try? await connection.close() } }
         var ssl = false
         for try await value in try await connection.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", logger: TestEnvironment.quietLogger)
-            .decode(Bool.self) { ssl = value }
+            .decode(Bool.self)
+        { ssl = value }
         return ssl
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+
 @testable import BFF
 
 /// `RFC3339Dates` puts the contract's errors on `RFC3339` (BFFWire, whose tests hold the format

@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import Testing
+
 @testable import BFF
 
 /// The contract's error codes (`openapi.yaml`, the "Errors" table and the error examples) and

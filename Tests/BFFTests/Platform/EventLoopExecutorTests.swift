@@ -2,6 +2,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Testing
+
 @testable import EventLoopExecutor
 
 /// The hook that moves Swift's global executor onto the event loops (`EventLoopExecutor`). It is

@@ -1,13 +1,15 @@
 import AsyncHTTPClient
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 import NIOCore
 import NIOPosix
 import PostgresNIO
 import Testing
+
 @testable import BFF
+
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `bff serve` as operators run it: the real binary, stopped with SIGTERM.
 @Suite("Graceful shutdown", .needsDatabase, .timeLimit(.minutes(3)))
@@ -26,9 +28,12 @@ struct GracefulShutdownTests {
         let server = Process()
         server.executableURL = URL(fileURLWithPath: binary)
         server.arguments = ["serve"]
-        server.environment = TestEnvironment.serverEnvironment(database: database, [
-            "BFF_HTTP_PORT": String(port), "BFF_LOG_LEVEL": "critical", "BFF_SHUTDOWN_GRACE": "10", "BFF_DATABASE_TIMEOUT": "10",
-        ]).merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
+        server.environment = TestEnvironment.serverEnvironment(
+            database: database,
+            [
+                "BFF_HTTP_PORT": String(port), "BFF_LOG_LEVEL": "critical", "BFF_SHUTDOWN_GRACE": "10", "BFF_DATABASE_TIMEOUT": "10",
+            ]
+        ).merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()

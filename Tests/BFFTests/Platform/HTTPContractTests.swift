@@ -4,6 +4,7 @@ import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
 @testable import BFF
 
 /// The platform middleware seen from a client: errors, CORS, request ids, body cap, health and metrics.
@@ -17,8 +18,10 @@ struct HTTPContractTests {
 
     private static let json: HTTPFields = [.contentType: "application/json"]
 
-    private func expectError(_ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, of request: String = "",
-                             sourceLocation: SourceLocation = #_sourceLocation) {
+    private func expectError(
+        _ response: TestResponse, _ status: HTTPResponse.Status, _ code: String, of request: String = "",
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         #expect(response.status == status, "\(request) body: \(response.text)", sourceLocation: sourceLocation)
         #expect(response.errorCode == code, "\(request) body: \(response.text)", sourceLocation: sourceLocation)
         #expect((response.json["message"] as? String)?.isEmpty == false, sourceLocation: sourceLocation)
@@ -245,15 +248,18 @@ struct HTTPContractTests {
             #expect(foreign.status == .ok)
             #expect(foreign.headers[.accessControlAllowOrigin] == nil)
 
-            let preflight = try await client.execute(uri: "/api/v1/chats", method: .options, headers: [
-                .origin: "https://app.example.com", .accessControlRequestMethod: "POST",
-                .accessControlRequestHeaders: "authorization, content-type",
-            ])
+            let preflight = try await client.execute(
+                uri: "/api/v1/chats", method: .options,
+                headers: [
+                    .origin: "https://app.example.com", .accessControlRequestMethod: "POST",
+                    .accessControlRequestHeaders: "authorization, content-type",
+                ])
             #expect(preflight.status == .noContent)
             #expect(preflight.headers[.accessControlAllowOrigin] == "https://app.example.com")
             #expect(preflight.headers[.accessControlAllowCredentials] == "false")
-            let allowHeaders = Set((preflight.headers[.accessControlAllowHeaders] ?? "").lowercased()
-                .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
+            let allowHeaders = Set(
+                (preflight.headers[.accessControlAllowHeaders] ?? "").lowercased()
+                    .split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) })
             // The web's create sends Idempotency-Key, and any call may send its X-Request-Id.
             #expect(allowHeaders == ["authorization", "content-type", "idempotency-key", "x-request-id"], "\(allowHeaders)")
             let exposed = (allowed.headers[.accessControlExposeHeaders] ?? "").lowercased()

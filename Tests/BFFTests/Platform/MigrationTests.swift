@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Migrations", .needsDatabase, .timeLimit(.minutes(3)))
@@ -57,7 +58,8 @@ struct MigrationTests {
             _ = try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.example', 'subject-1')")
             _ = try await client.query("INSERT INTO chats (id, user_id, title) VALUES (\(evaluated), \(user), 'e'), (\(open), \(user), 'o')")
             // Evaluated with score 5 from 0.2: 0.2 + 0.5 * (1 - 0.2) = 0.6.
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
                 SELECT c.id, (SELECT id FROM tags ORDER BY code LIMIT 1), \(user), CASE WHEN c.id = \(evaluated) THEN 0.6 ELSE 0.3 END
                 FROM chats c WHERE c.user_id = \(user)
@@ -66,7 +68,8 @@ struct MigrationTests {
             _ = try await Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: client)
             var baselines: [UUID: Double?] = [:]
             for try await (chat, baseline) in try await client.query(
-                "SELECT chat_id, mastery_before_evaluation FROM chat_tags WHERE user_id = \(user)").decode((UUID, Double?).self) {
+                "SELECT chat_id, mastery_before_evaluation FROM chat_tags WHERE user_id = \(user)"
+            ).decode((UUID, Double?).self) {
                 baselines[chat] = baseline
             }
             return (baselines[evaluated] ?? nil, baselines[open] ?? nil)
@@ -89,18 +92,26 @@ struct MigrationTests {
             var rejected: [String] = []
             let bad: [(String, PostgresQuery)] = [
                 ("push_tokens.platform", "INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(user), 'tok', 'windows', 'device-0001')"),
-                ("iap_receipts.status", "INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, raw_payload_hash) VALUES ('r1', \(user), 'ios', 'p', 'bogus', now(), decode(repeat('00', 32), 'hex'))"),
+                (
+                    "iap_receipts.status",
+                    "INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, raw_payload_hash) VALUES ('r1', \(user), 'ios', 'p', 'bogus', now(), decode(repeat('00', 32), 'hex'))"
+                ),
                 ("chats.status", "INSERT INTO chats (user_id, title, status) VALUES (\(user), 't', 'archived')"),
-                ("messages.role", "WITH c AS (INSERT INTO chats (user_id, title) VALUES (\(user), 't') RETURNING id, user_id) INSERT INTO messages (chat_id, user_id, role, content) SELECT id, user_id, 'robot', 'x' FROM c"),
+                (
+                    "messages.role",
+                    "WITH c AS (INSERT INTO chats (user_id, title) VALUES (\(user), 't') RETURNING id, user_id) INSERT INTO messages (chat_id, user_id, role, content) SELECT id, user_id, 'robot', 'x' FROM c"
+                ),
             ]
             for (name, query) in bad {
                 do { _ = try await client.query(query) } catch { rejected.append(name) }
             }
             return (tables, rejected)
         }
-        for table in ["users", "subjects", "topics", "tags", "chats", "messages", "chat_tags", "user_settings",
-                      "user_subject_prefs", "push_tokens", "devices", "iap_receipts", "refresh_tokens",
-                      "refresh_families", "oidc_logins", "rate_limits", "idempotency_keys", "schema_migrations"] {
+        for table in [
+            "users", "subjects", "topics", "tags", "chats", "messages", "chat_tags", "user_settings",
+            "user_subject_prefs", "push_tokens", "devices", "iap_receipts", "refresh_tokens",
+            "refresh_families", "oidc_logins", "rate_limits", "idempotency_keys", "schema_migrations",
+        ] {
             #expect(tables.contains(table), "missing table \(table)")
         }
         #expect(rejected.count == 4, "constraints rejected only \(rejected)")
@@ -110,7 +121,7 @@ struct MigrationTests {
     func changedFileIsRefused() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
         let original = [
-            Migration(version: 1, name: "one", sql: "CREATE TABLE one (id int)"),
+            Migration(version: 1, name: "one", sql: "CREATE TABLE one (id int)")
         ]
         let changed = [
             Migration(version: 1, name: "one", sql: "CREATE TABLE one (id bigint)"),
@@ -139,8 +150,7 @@ struct MigrationTests {
         let broken = [Migration(version: 1, name: "broken", sql: "CREATE TABLE half (id int); SELECT no_such_function();")]
         let (error, halfExists) = try await url.withClient(poolSize: 2) { client in
             var caught: MigrationError?
-            do { try await Migrator(migrations: broken, logger: TestEnvironment.quietLogger).migrate(client: client) }
-            catch let error as MigrationError { caught = error }
+            do { try await Migrator(migrations: broken, logger: TestEnvironment.quietLogger).migrate(client: client) } catch let error as MigrationError { caught = error }
             let rows = try await client.query("SELECT to_regclass('half') IS NOT NULL")
             var exists = true
             for try await value in rows.decode(Bool.self) { exists = value }
@@ -276,8 +286,7 @@ struct MigrationTests {
             let health = HealthHandlers(database: database, versions: files.map(\.version))
             let notReady = await health.readiness()
             var refusal: MigrationError?
-            do { try await Migrator(migrations: files, logger: logger).requireCurrent(client: client) }
-            catch let error as MigrationError { refusal = error }
+            do { try await Migrator(migrations: files, logger: logger).requireCurrent(client: client) } catch let error as MigrationError { refusal = error }
             let applied = try await Migrator(migrations: files, logger: logger).migrate(client: client)
             try await Migrator(migrations: files, logger: logger).requireCurrent(client: client)
             let ready = await health.readiness()
@@ -303,7 +312,8 @@ struct MigrationTests {
                 _ = try await connection.query("SET search_path = reference, public", logger: TestEnvironment.quietLogger)
                 for function in functions {
                     _ = try await connection.query(PostgresQuery(unsafeSQL: function.sql), logger: TestEnvironment.quietLogger)
-                    let rows = try await connection.query("""
+                    let rows = try await connection.query(
+                        """
                         SELECT d.prosrc = f.prosrc, pg_get_function_arguments(d.oid) = pg_get_function_arguments(f.oid),
                                pg_get_function_result(d.oid) = pg_get_function_result(f.oid), d.prolang = f.prolang,
                                (SELECT checksum FROM public.schema_functions WHERE name = \(function.name))

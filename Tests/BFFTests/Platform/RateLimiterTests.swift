@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Rate limiter", .needsDatabase, .timeLimit(.minutes(3)))
@@ -179,7 +180,8 @@ struct RateLimiterTests {
     @Test("housekeeping deletes a backlog of restored keys over several batches and keeps the keys still counting")
     func purgeBacklog() async throws {
         let (left, live) = try await database.withClient(poolSize: 2) { client in
-            _ = try await client.query("""
+            _ = try await client.query(
+                """
                 INSERT INTO rate_limits (key, tat)
                 SELECT 'purge:old:' || n, now() - make_interval(secs => n) FROM generate_series(1, 12001) n
                 UNION ALL SELECT 'purge:live:' || n, now() + interval '1 minute' FROM generate_series(1, 3) n
@@ -234,8 +236,10 @@ struct RateLimiterTests {
         #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "203.0.113.7, 10.0.0.3:443") == "203.0.113.7")
         #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "[2001:db8:1:2::1]:4711") == "2001:db8:1:2::/64")
         #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "[2001:db8:1:2::1]") == "2001:db8:1:2::/64")
-        for malformed in ["203.0.113.7:", "203.0.113.7:123456", "203.0.113.7:80:80", "203.0.113.7:http", "[203.0.113.7]:80",
-                          "[2001:db8::1", "[2001:db8::1]80", "[2001:db8::1]:", "host.example:80", ":80"] {
+        for malformed in [
+            "203.0.113.7:", "203.0.113.7:123456", "203.0.113.7:80:80", "203.0.113.7:http", "[203.0.113.7]:80",
+            "[2001:db8::1", "[2001:db8::1]80", "[2001:db8::1]:", "host.example:80", ":80",
+        ] {
             #expect(addresses.key(peer: "10.0.0.2", forwardedFor: "198.51.100.1, \(malformed)") == "10.0.0.2", "\(malformed)")
         }
     }

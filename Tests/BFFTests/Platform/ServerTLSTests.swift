@@ -3,6 +3,7 @@ import Foundation
 import HummingbirdTesting
 import NIOSSL
 import Testing
+
 @testable import BFF
 
 /// The server terminating TLS itself (`BFF_TLS_CERT`, `BFF_TLS_KEY`), with a self-signed certificate.
@@ -45,8 +46,9 @@ struct ServerTLSTests {
         }
     }
 
-    @Test("a TLS file that is missing or not PEM stops start-up with an error naming its variable and path",
-          arguments: [("BFF_TLS_CERT", "missing"), ("BFF_TLS_CERT", "key as certificate"), ("BFF_TLS_KEY", "certificate as key")])
+    @Test(
+        "a TLS file that is missing or not PEM stops start-up with an error naming its variable and path",
+        arguments: [("BFF_TLS_CERT", "missing"), ("BFF_TLS_CERT", "key as certificate"), ("BFF_TLS_KEY", "certificate as key")])
     func unreadableFiles(_ variable: String, _ problem: String) async throws {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         var certificate = "\(directory)/server.crt", key = "\(directory)/server.key"

@@ -3,6 +3,7 @@ import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Testing
+
 @testable import BFF
 
 @Suite("Start-up failure", .needsDatabase, .timeLimit(.minutes(3)))
@@ -40,8 +41,9 @@ struct StartupFailureTests {
         if case .success = result { Issue.record("run() returned normally although the port was taken") }
     }
 
-    @Test("a live test whose server cannot start fails with the start-up error instead of waiting for a port forever",
-          .timeLimit(.minutes(1)))
+    @Test(
+        "a live test whose server cannot start fails with the start-up error instead of waiting for a port forever",
+        .timeLimit(.minutes(1)))
     func liveTestOfAServerThatCannotStart() async throws {
         let behind = try await TestDatabases.shared.makeEmpty()
         let logs = LogCapture()
@@ -56,8 +58,9 @@ struct StartupFailureTests {
         #expect(!logs.all.contains { $0.contains("maintenance purge failed") }, "\(logs.all)")
     }
 
-    @Test("with no database answering, the server and bff migrate stop after 6 x BFF_DATABASE_TIMEOUT, naming BFF_DATABASE_URL",
-          .timeLimit(.minutes(1)))
+    @Test(
+        "with no database answering, the server and bff migrate stop after 6 x BFF_DATABASE_TIMEOUT, naming BFF_DATABASE_URL",
+        .timeLimit(.minutes(1)))
     func unreachableDatabase() async throws {
         let nowhere = try DatabaseURL(parsing: "postgres://bff@127.0.0.1:1/bff")
         let environment = TestEnvironment.serverEnvironment(database: nowhere, ["BFF_DATABASE_TIMEOUT": "1", "BFF_LOG_LEVEL": "critical"])

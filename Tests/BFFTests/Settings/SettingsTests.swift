@@ -4,6 +4,7 @@ import HummingbirdTesting
 import NIOCore
 import PostgresNIO
 import Testing
+
 @testable import BFF
 
 @Suite("Settings and catalogue", .needsDatabase, .timeLimit(.minutes(3)))
@@ -14,7 +15,8 @@ struct SettingsTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
-    static let valid = #"{"subjects":[{"subject_id":"math","topic_ids":["math.quadratics"],"difficulty":4}],"difficulty":2,"notification_window":{"start":"07:30","end":"21:00","timezone":"Europe/Paris"},"theme":"dark"}"#
+    static let valid =
+        #"{"subjects":[{"subject_id":"math","topic_ids":["math.quadratics"],"difficulty":4}],"difficulty":2,"notification_window":{"start":"07:30","end":"21:00","timezone":"Europe/Paris"},"theme":"dark"}"#
 
     @Test("defaults when nothing is stored; PUT replaces everything; the catalogue lists the seeded subjects")
     func defaultsAndReplace() async throws {
@@ -71,21 +73,23 @@ struct SettingsTests {
         }
     }
 
-    @Test("each invalid field is 422 naming it, with the contract's code, and nothing changes", arguments: [
-        ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#, "validation_failed"),
-        ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#, "validation_failed"),
-        ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#, "validation_failed"),
-        ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#, "validation_failed"),
-        ("notification_window.end", #""end":"21:00""#, #""end":"07:30""#, "validation_failed"),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#, "validation_failed"),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#, "validation_failed"),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#, "validation_failed"),
-        ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#, "validation_failed"),
-        ("theme", #""theme":"dark""#, #""theme":"neon""#, "validation_failed"),
-        ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#, "validation_failed"),
-        ("subjects[0].subject_id", #""subject_id":"math""#, #""subject_id":"alchemy""#, "unknown_subject"),
-        ("subjects[0].topic_ids", #""topic_ids":["math.quadratics"]"#, #""topic_ids":["physics.waves"]"#, "unknown_topic"),
-    ])
+    @Test(
+        "each invalid field is 422 naming it, with the contract's code, and nothing changes",
+        arguments: [
+            ("notification_window.start", #""start":"07:30""#, #""start":"25:00""#, "validation_failed"),
+            ("notification_window.start", #""start":"07:30""#, #""start":"+1:30""#, "validation_failed"),
+            ("notification_window.end", #""end":"21:00""#, #""end":"1:+05""#, "validation_failed"),
+            ("notification_window.end", #""end":"21:00""#, #""end":"1:005""#, "validation_failed"),
+            ("notification_window.end", #""end":"21:00""#, #""end":"07:30""#, "validation_failed"),
+            ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+05:30""#, "validation_failed"),
+            ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"GMT+5""#, "validation_failed"),
+            ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Asia""#, "validation_failed"),
+            ("notification_window.timezone", #""timezone":"Europe/Paris""#, #""timezone":"Mars/Olympus_Mons""#, "validation_failed"),
+            ("theme", #""theme":"dark""#, #""theme":"neon""#, "validation_failed"),
+            ("difficulty", #""difficulty":2,"notification"#, #""difficulty":9,"notification"#, "validation_failed"),
+            ("subjects[0].subject_id", #""subject_id":"math""#, #""subject_id":"alchemy""#, "unknown_subject"),
+            ("subjects[0].topic_ids", #""topic_ids":["math.quadratics"]"#, #""topic_ids":["physics.waves"]"#, "unknown_topic"),
+        ])
     func invalidFields(field: String, from: String, to: String, code: String) async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)
@@ -100,9 +104,11 @@ struct SettingsTests {
         }
     }
 
-    @Test("any zone of the system's zone database is accepted and stored as sent", arguments: [
-        "Asia/Kolkata", "UTC", "Etc/GMT-9", "America/Argentina/Buenos_Aires",
-    ])
+    @Test(
+        "any zone of the system's zone database is accepted and stored as sent",
+        arguments: [
+            "Asia/Kolkata", "UTC", "Etc/GMT-9", "America/Argentina/Buenos_Aires",
+        ])
     func zoneNames(zone: String) async throws {
         let learner = try await Learner.make(database: database)
         let app = try await makeTestApp(database: database)

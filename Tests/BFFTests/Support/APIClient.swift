@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOCore
 import Testing
+
 @testable import BFF
 
 /// A signed-in learner for HTTP tests: a real token pair made by `bff auth issue`'s code path.
@@ -23,8 +24,10 @@ struct Learner: Sendable {
 
 extension TestClientProtocol {
     /// Sends `json` (a JSON text) as `learner`.
-    func call(_ method: HTTPRequest.Method, _ uri: String, as learner: Learner, json: String? = nil,
-              headers extra: HTTPFields = [:]) async throws -> TestResponse {
+    func call(
+        _ method: HTTPRequest.Method, _ uri: String, as learner: Learner, json: String? = nil,
+        headers extra: HTTPFields = [:]
+    ) async throws -> TestResponse {
         var headers = learner.headers
         headers.append(contentsOf: extra)
         return try await execute(uri: uri, method: method, headers: headers, body: json.map { ByteBuffer(string: $0) })

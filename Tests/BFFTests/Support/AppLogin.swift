@@ -1,6 +1,7 @@
 import Foundation
 import HummingbirdTesting
 import Testing
+
 @testable import BFF
 
 /// The app's side of a login (RFC 7636, RFC 8252): it makes the PKCE verifier, keeps it, and sends

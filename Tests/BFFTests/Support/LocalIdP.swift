@@ -4,6 +4,7 @@ import JWTKit
 import NIOConcurrencyHelpers
 import NIOCore
 import ServiceLifecycle
+
 @testable import BFF
 
 /// A small OpenID provider of the test's own (discovery, JWKS, token endpoint) so tests can sign ID
@@ -67,7 +68,8 @@ final class LocalIdP: Sendable {
             discoveryRequests.withLockedValue { $0 += 1 }
             let tokenEndpoint = tokenEndpointOverride.withLockedValue { $0 } ?? "\(base)/token"
             let jwksURI = jwksURIOverride.withLockedValue { $0 } ?? "\(base)/jwks"
-            return json("""
+            return json(
+                """
                 {"issuer":"\(issuer)","authorization_endpoint":"\(base)/authorize","token_endpoint":"\(tokenEndpoint)",
                  "jwks_uri":"\(jwksURI)","id_token_signing_alg_values_supported":["ES256"]}
                 """)
@@ -89,12 +91,14 @@ final class LocalIdP: Sendable {
                 return response
             }
             let half = text.utf8.count / 2
-            return Response(status: .ok, headers: [.contentType: "application/json"], body: .init { writer in
-                try await writer.write(ByteBuffer(string: String(text.prefix(half))))
-                try await Task.sleep(for: stall)
-                try await writer.write(ByteBuffer(string: String(text.dropFirst(half))))
-                try await writer.finish(nil)
-            })
+            return Response(
+                status: .ok, headers: [.contentType: "application/json"],
+                body: .init { writer in
+                    try await writer.write(ByteBuffer(string: String(text.prefix(half))))
+                    try await Task.sleep(for: stall)
+                    try await writer.write(ByteBuffer(string: String(text.dropFirst(half))))
+                    try await writer.finish(nil)
+                })
         }
         router.post("/token") { [self] request, _ -> Response in
             let form = String(buffer: try await request.body.collect(upTo: 65536))
@@ -103,8 +107,8 @@ final class LocalIdP: Sendable {
                 (URLComponents(string: "?" + form)?.queryItems ?? []).map { ($0.name, $0.value ?? "") }, uniquingKeysWith: { first, _ in first })
             // RFC 6749 §4.1.3 and RFC 7636 §4.6: the code once, with the verifier of its challenge.
             guard fields["grant_type"] == "authorization_code", let code = fields["code"], let verifier = fields["code_verifier"],
-                  let grant = grants.withLockedValue({ $0.removeValue(forKey: code) }),
-                  PKCE.challenge(for: verifier) == grant.challenge
+                let grant = grants.withLockedValue({ $0.removeValue(forKey: code) }),
+                PKCE.challenge(for: verifier) == grant.challenge
             else {
                 return Response(status: .badRequest, body: .init(byteBuffer: ByteBuffer(string: #"{"error":"invalid_grant"}"#)))
             }

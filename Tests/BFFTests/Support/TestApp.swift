@@ -4,6 +4,7 @@ import HummingbirdTesting
 import Logging
 import NIOConcurrencyHelpers
 import Testing
+
 @testable import BFF
 
 /// Log lines the server under test wrote, to assert on request ids and on what must never be logged.

@@ -1,10 +1,12 @@
 import Foundation
+import Logging
+import PostgresNIO
+
+@testable import BFF
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Logging
-import PostgresNIO
-@testable import BFF
 
 /// A fresh database per suite, cloned from one migrated template (cloning is far faster than migrating).
 actor TestDatabases {
@@ -72,7 +74,7 @@ actor TestDatabases {
             let own = ProcessInfo.processInfo.processIdentifier
             for name in names {
                 guard let pid = name.split(separator: "_").dropLast().last.flatMap({ Int32($0) }),
-                      pid == own || (kill(pid, 0) != 0 && errno == ESRCH)
+                    pid == own || (kill(pid, 0) != 0 && errno == ESRCH)
                 else { continue }
                 _ = try? await client.query(PostgresQuery(unsafeSQL: "DROP DATABASE IF EXISTS \(name) WITH (FORCE)"))
             }

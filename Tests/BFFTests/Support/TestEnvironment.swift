@@ -2,6 +2,7 @@ import BFFWire
 import Foundation
 import Logging
 import PostgresNIO
+
 @testable import BFF
 
 /// Settings `scripts/test` hands to the suite.
@@ -27,7 +28,8 @@ enum TestEnvironment {
             .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
     }
 
-    static let jwtKeys = "k2:" + Base64URL.encode([UInt8](repeating: 7, count: 32))
+    static let jwtKeys =
+        "k2:" + Base64URL.encode([UInt8](repeating: 7, count: 32))
         + ",k1:" + Base64URL.encode([UInt8](repeating: 9, count: 32))
 
     /// A complete server environment for `database`; `overrides` wins.

@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+
 @testable import BFF
 
 /// A PostgreSQL cluster of the test's own, managed through `scripts/lib/pg-cluster`, for tests that
@@ -12,7 +13,7 @@ struct ThrowawayCluster {
     /// `name` keeps clusters of suites that run at the same time apart (folder and port).
     init(name: String = "fault") throws {
         guard let script = TestEnvironment.values["BFF_TEST_PG_CLUSTER"],
-              let local = TestEnvironment.values["BFF_TEST_LOCAL_DIR"]
+            let local = TestEnvironment.values["BFF_TEST_LOCAL_DIR"]
         else { throw TestSetupError("BFF_TEST_PG_CLUSTER and BFF_TEST_LOCAL_DIR are not set: run the suite through scripts/test") }
         self.script = script
         let pid = ProcessInfo.processInfo.processIdentifier
@@ -54,7 +55,11 @@ struct ThrowawayCluster {
         let settled = NIOLockedValueBox(false)
         return try await withCheckedThrowingContinuation { continuation in
             @Sendable func settle(_ result: Result<Int32, any Error>) {
-                guard settled.withLockedValue({ done in defer { done = true }; return !done }) else { return }
+                guard
+                    settled.withLockedValue({ done in
+                        defer { done = true }; return !done
+                    })
+                else { return }
                 continuation.resume(with: result)
             }
             process.terminationHandler = { settle(.success($0.terminationStatus)) }
