@@ -6,7 +6,7 @@ struct BFFCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bff",
         abstract: "The Mobile BFF: HTTP server, migrations and operator tools.",
-        subcommands: [Serve.self, Migrate.self, Auth.self, Version.self])
+        subcommands: [Serve.self, Migrate.self, Auth.self, Jobs.self, Version.self])
 }
 
 /// Configuration errors, refused migrations and an unreachable database end the process with one line on stderr.
@@ -97,6 +97,77 @@ struct Auth: AsyncParsableCommand {
                 let count = try await Commands.revoke(
                     environment: ProcessInfo.processInfo.environment, userID: user.flatMap(UUID.init(uuidString:)), deviceID: device)
                 print("bff: revoked \(count) session(s)")
+            }
+        }
+    }
+}
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "The job runtime: a worker process, periodic jobs run once, and the dead-letter queue.",
+        subcommands: [Work.self, Run.self, List.self, Retry.self, Discard.self])
+
+    struct Work: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Run job workers only, no HTTP server, until SIGTERM.")
+
+        func run() async throws {
+            try await runReportingFailures {
+                try await Commands.jobsWork(environment: ProcessInfo.processInfo.environment)
+            }
+        }
+    }
+
+    struct Run: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Run one periodic job once and exit (a Container Apps Job or a Kubernetes CronJob).")
+        @Argument(help: "The periodic job (maintenance.purge, …).") var name: String
+
+        func run() async throws {
+            try await runReportingFailures {
+                try await Commands.jobsRun(environment: ProcessInfo.processInfo.environment, name: name)
+            }
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "List the newest jobs as JSON lines (arguments are not shown).")
+        @Option(help: "available, running, completed, dead or discarded.") var state: String?
+        @Option(help: "The job kind.") var kind: String?
+        @Option(help: "At most this many (1-1000).") var limit: Int = 100
+
+        func run() async throws {
+            guard (1...1000).contains(limit) else { throw ValidationError("--limit must be 1-1000") }
+            try await runReportingFailures {
+                let jobs = try await Commands.jobsList(environment: ProcessInfo.processInfo.environment, state: state, kind: kind, limit: limit)
+                let encoder = JSONEncoder()
+                encoder.keyEncodingStrategy = .convertToSnakeCase
+                encoder.dateEncodingStrategy = .iso8601
+                encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+                for job in jobs { print(String(decoding: try encoder.encode(job), as: UTF8.self)) }
+            }
+        }
+    }
+
+    struct Retry: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Put a dead or discarded job back in the queue, its attempts reset.")
+        @Argument(help: "The job id.") var id: Int64
+
+        func run() async throws {
+            try await runReportingFailures {
+                try await Commands.jobsRetry(environment: ProcessInfo.processInfo.environment, id: id)
+                print("bff: job \(id) is queued again")
+            }
+        }
+    }
+
+    struct Discard: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Take a waiting or dead job out of the queue for good.")
+        @Argument(help: "The job id.") var id: Int64
+
+        func run() async throws {
+            try await runReportingFailures {
+                try await Commands.jobsDiscard(environment: ProcessInfo.processInfo.environment, id: id)
+                print("bff: job \(id) is discarded")
             }
         }
     }

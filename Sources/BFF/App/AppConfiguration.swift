@@ -29,6 +29,8 @@ public struct AppConfiguration: Sendable {
     public var oidcClientID: String
     public var oidcClientSecret: String?
     public var oidcRedirectURIs: Set<String>
+    /// The job runtime: `BFF_JOBS_*`; a concurrency of 0 runs no worker in `bff serve`.
+    public var jobs: JobRuntimeConfiguration
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -57,6 +59,13 @@ public struct AppConfiguration: Sendable {
         }
         logLevel = parsedLevel
         shutdownGrace = .seconds(try reader.int("BFF_SHUTDOWN_GRACE", default: 10, range: 0...300))
+        // Jobs get most of the grace to finish; the rest is for releasing those that did not.
+        jobs = JobRuntimeConfiguration(
+            concurrency: try reader.int("BFF_JOBS_CONCURRENCY", default: 10, range: 0...1_000),
+            pollInterval: .milliseconds(try reader.int("BFF_JOBS_POLL_INTERVAL_MS", default: 1_000, range: 50...60_000)),
+            lease: .seconds(try reader.int("BFF_JOBS_LEASE", default: 60, range: 5...3_600)),
+            retention: .seconds(try reader.int("BFF_JOBS_RETENTION", default: 604_800, range: 60...31_536_000)),
+            drain: shutdownGrace * 0.8)
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -98,7 +98,9 @@ public func buildApplication(
         logger: dependencies.logger)
     for client in dependencies.database.clients { app.addServices(client) }
     let started = StartupGate()
-    app.addServices(MaintenanceService(dependencies: dependencies, started: started))
+    if dependencies.configuration.jobs.concurrency > 0 {
+        app.addServices(AppJobs(dependencies).worker(dependencies, started: started))
+    }
     let revocations = RevocationWatcher(dependencies: dependencies)
     app.addServices(revocations)
     app.beforeServerStarts {

@@ -62,3 +62,10 @@ struct RevocationWatcher: Service {
         }
     }
 }
+
+/// Sleeps, and ends early with an error at a graceful shutdown or cancellation.
+func gracefulShutdownAwareSleep(for duration: Duration) async throws {
+    try await cancelWhenGracefulShutdown {
+        try await Task.sleep(for: duration)
+    }
+}

@@ -95,6 +95,20 @@ public struct DatabaseURL: Sendable, Equatable {
         return configuration
     }
 
+    /// One connection of its own, outside the pools: the job workers' LISTEN.
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        if let socketDirectory {
+            return .init(unixSocketPath: "\(socketDirectory)/.s.PGSQL.\(port)", username: username, password: password, database: database)
+        }
+        let tls: PostgresConnection.Configuration.TLS =
+            switch encryption {
+            case (let configuration, required: false)?: .prefer(try NIOSSLContext(configuration: configuration))
+            case (let configuration, required: true)?: .require(try NIOSSLContext(configuration: configuration))
+            case nil: .disable
+            }
+        return .init(host: host, port: port, username: username, password: password, database: database, tls: tls)
+    }
+
     /// How the connection is encrypted and the server checked, and whether a server without TLS is
     /// refused (all but `prefer`); nil without TLS. As in libpq, `require` with an `sslrootcert`
     /// checks the chain as `verify-ca` does.

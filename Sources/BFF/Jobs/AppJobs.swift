@@ -1,0 +1,17 @@
+/// Every kind of job this build runs, and its periodic ones: `bff serve`, `bff jobs work` and
+/// `bff jobs run` all take them from here.
+struct AppJobs: Sendable {
+    let handlers: [JobHandler]
+    let periodic: [PeriodicJob]
+
+    init(_ dependencies: AppDependencies) {
+        handlers = []
+        periodic = [MaintenanceJob.periodic(dependencies)]
+    }
+
+    func worker(_ dependencies: AppDependencies, started: StartupGate? = nil) -> JobWorker {
+        JobWorker(
+            database: dependencies.database, databaseURL: dependencies.configuration.database, handlers: handlers, periodic: periodic,
+            configuration: dependencies.configuration.jobs, logger: dependencies.logger, started: started)
+    }
+}

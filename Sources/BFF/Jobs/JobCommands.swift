@@ -1,0 +1,133 @@
+import Foundation
+import Logging
+import PostgresNIO
+import ServiceLifecycle
+
+/// `bff jobs …`: a worker-only process, one periodic job run once, and the dead-letter queue's tools.
+extension Commands {
+    /// Runs job workers (no HTTP server) until SIGTERM/SIGINT, then lets running jobs finish within
+    /// `BFF_SHUTDOWN_GRACE` and releases the rest.
+    public static func jobsWork(environment: [String: String]) async throws {
+        let configuration = try AppConfiguration(environment: environment)
+        guard configuration.jobs.concurrency > 0 else {
+            throw ConfigurationError("BFF_JOBS_CONCURRENCY", "is 0, so a worker would run nothing")
+        }
+        let logger = makeLogger(level: configuration.logLevel)
+        let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
+        try await withDatabase(dependencies.database) { client in
+            try await dependencies.database.waitUntilReachable(configuration.database)
+            try await dependencies.migrator.requireCurrent(client: client)
+        }
+        let worker = AppJobs(dependencies).worker(dependencies)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: dependencies.database.clients.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
+                    + [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
+                gracefulShutdownSignals: [.sigterm, .sigint],
+                logger: logger
+            ).withShutdownGrace(configuration.shutdownGrace))
+        try await group.run()
+    }
+
+    /// The names `jobsRun` takes.
+    public static func periodicJobNames(environment: [String: String]) async throws -> [String] {
+        let dependencies = try await AppDependencies(
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
+        return AppJobs(dependencies).periodic.map(\.handler.kind)
+    }
+
+    /// Runs the periodic job `name` once, here and now, outside the queue (a Container Apps Job or a
+    /// Kubernetes CronJob, requirements §8.5); throws what the run threw.
+    public static func jobsRun(environment: [String: String], name: String) async throws {
+        let configuration = try AppConfiguration(environment: environment)
+        let dependencies = try await AppDependencies(configuration: configuration, logger: makeLogger(level: configuration.logLevel))
+        let periodic = AppJobs(dependencies).periodic
+        guard let job = periodic.first(where: { $0.handler.kind == name }) else {
+            throw ConfigurationError("NAME", "\(name) is not a periodic job (one of: \(periodic.map(\.handler.kind).joined(separator: ", ")))")
+        }
+        try await withDatabase(dependencies.database) { client in
+            try await dependencies.database.waitUntilReachable(configuration.database)
+            try await dependencies.migrator.requireCurrent(client: client)
+            let tick = job.tick(at: Date())
+            try await job.handler.run(
+                Job(id: 0, kind: name, args: Data(#"{"tick":\#(tick)}"#.utf8), userID: nil, attempt: 1, maxAttempts: 1, runAt: Date()))
+        }
+    }
+
+    public struct JobSummary: Sendable, Codable {
+        public let id: Int64
+        public let kind: String
+        public let state: String
+        public let attempt: Int
+        public let maxAttempts: Int
+        public let runAt: Date
+        public let createdAt: Date
+        public let finishedAt: Date?
+        public let lastError: String?
+    }
+
+    /// The newest jobs (at most `limit`), of a state and a kind when given. Arguments are not shown:
+    /// they may hold push tokens.
+    public static func jobsList(environment: [String: String], state: String?, kind: String?, limit: Int) async throws -> [JobSummary] {
+        let states = ["available", "running", "completed", "dead", "discarded"]
+        if let state, !states.contains(state) {
+            throw ConfigurationError("--state", "must be one of \(states.joined(separator: ", "))")
+        }
+        let dependencies = try await AppDependencies(
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
+        return try await withDatabase(dependencies.database) { client in
+            let rows = try await client.query(
+                """
+                SELECT id, kind, state, attempt, max_attempts, run_at, created_at, finished_at, last_error FROM jobs
+                WHERE (\(state)::text IS NULL OR state = \(state)) AND (\(kind)::text IS NULL OR kind = \(kind))
+                ORDER BY id DESC LIMIT \(limit)
+                """)
+            var jobs: [JobSummary] = []
+            for try await (id, kind, state, attempt, maxAttempts, runAt, createdAt, finishedAt, lastError) in rows.decode(
+                (Int64, String, String, Int32, Int32, Date, Date, Date?, String?).self)
+            {
+                jobs.append(
+                    JobSummary(
+                        id: id, kind: kind, state: state, attempt: Int(attempt), maxAttempts: Int(maxAttempts), runAt: runAt,
+                        createdAt: createdAt, finishedAt: finishedAt, lastError: lastError))
+            }
+            return jobs
+        }
+    }
+
+    /// Puts a dead or discarded job back in the queue with its attempts reset.
+    public static func jobsRetry(environment: [String: String], id: Int64) async throws {
+        try await changeJob(
+            environment: environment, id: id, allowed: ["dead", "discarded"],
+            """
+            UPDATE jobs SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL
+            WHERE id = \(id) AND state IN ('dead', 'discarded')
+            RETURNING pg_notify('bff_jobs', kind)::text
+            """)
+    }
+
+    /// Takes a waiting or dead job out of the queue for good.
+    public static func jobsDiscard(environment: [String: String], id: Int64) async throws {
+        try await changeJob(
+            environment: environment, id: id, allowed: ["available", "dead"],
+            """
+            UPDATE jobs SET state = 'discarded', finished_at = now()
+            WHERE id = \(id) AND state IN ('available', 'dead')
+            RETURNING ''::text
+            """)
+    }
+
+    private static func changeJob(environment: [String: String], id: Int64, allowed: [String], _ change: PostgresQuery) async throws {
+        let dependencies = try await AppDependencies(
+            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
+        try await withDatabase(dependencies.database) { client in
+            var changed = false
+            for try await _ in try await client.query(change) { changed = true }
+            guard !changed else { return }
+            var state: String?
+            for try await value in try await client.query("SELECT state FROM jobs WHERE id = \(id)").decode(String.self) { state = value }
+            guard let state else { throw ConfigurationError("ID", "no job \(id)") }
+            throw ConfigurationError("ID", "job \(id) is \(state); only a job that is \(allowed.joined(separator: " or ")) can be changed so")
+        }
+    }
+}
