@@ -10,6 +10,7 @@ struct APIService: APIProtocol {
     let chats: ChatRepository
     let chatCreation: ChatCreation
     let settings: SettingsRepository
+    let pushTokens: PushTokenRepository
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
@@ -17,6 +18,7 @@ struct APIService: APIProtocol {
         chats = dependencies.chats
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)
         settings = SettingsRepository(database: dependencies.database)
+        pushTokens = PushTokenRepository(database: dependencies.database)
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
@@ -39,8 +41,23 @@ struct APIService: APIProtocol {
         throw APIError.notImplemented
     }
 
-    func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
-        _ = try Authorization.require("push:register")
+    func listRecalls(_ input: Operations.ListRecalls.Input) async throws -> Operations.ListRecalls.Output {
+        _ = try Authorization.require("chat:rw")
+        throw APIError.notImplemented
+    }
+
+    func getRecall(_ input: Operations.GetRecall.Input) async throws -> Operations.GetRecall.Output {
+        _ = try Authorization.require("chat:rw")
+        throw APIError.notImplemented
+    }
+
+    func markRecallOpened(_ input: Operations.MarkRecallOpened.Input) async throws -> Operations.MarkRecallOpened.Output {
+        _ = try Authorization.require("chat:rw")
+        throw APIError.notImplemented
+    }
+
+    func evaluateRecall(_ input: Operations.EvaluateRecall.Input) async throws -> Operations.EvaluateRecall.Output {
+        _ = try Authorization.require("chat:rw")
         throw APIError.notImplemented
     }
 

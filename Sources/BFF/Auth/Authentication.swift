@@ -72,6 +72,11 @@ struct AuthenticationMiddleware: RouterMiddleware {
         "GET /api/v1/subjects": "chat:rw",
         "POST /api/v1/chat": "chat:rw",
         "POST /api/v1/push/register": "push:register",
+        "POST /api/v1/push/unregister": "push:register",
+        "GET /api/v1/recalls": "chat:rw",
+        "GET /api/v1/recalls/{recall_id}": "chat:rw",
+        "POST /api/v1/recalls/{recall_id}/opened": "chat:rw",
+        "POST /api/v1/recalls/{recall_id}/evaluation": "chat:rw",
         "POST /api/v1/iap/verify": "iap:verify",
     ]
 

@@ -29,6 +29,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     // 409
     case staleUpdate = "stale_update"
     case idempotencyInProgress = "idempotency_in_progress"
+    case recallDone = "recall_done"
+    case recallCanceled = "recall_canceled"
     // 413, 415
     case payloadTooLarge = "payload_too_large"
     case unsupportedMediaType = "unsupported_media_type"
@@ -61,7 +63,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .insufficientScope, .originNotAllowed: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
-        case .staleUpdate, .idempotencyInProgress: .conflict
+        case .staleUpdate, .idempotencyInProgress, .recallDone, .recallCanceled: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
         case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic: .unprocessableContent
@@ -95,6 +97,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .methodNotAllowed: "This path does not accept this method."
         case .staleUpdate: "The resource was changed after your copy; reload it and retry."
         case .idempotencyInProgress: "A request with this Idempotency-Key is still being processed; retry."
+        case .recallDone: "This recall was already evaluated."
+        case .recallCanceled: "This recall was canceled: its chat was deleted."
         case .payloadTooLarge: "The request body is larger than allowed."
         case .unsupportedMediaType: "Send the body as application/json."
         case .validationFailed: "The request does not match the contract."

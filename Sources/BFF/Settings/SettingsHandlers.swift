@@ -30,7 +30,7 @@ extension APIService {
 
 extension LearnerSettings {
     /// Checks what the schema cannot express; each failure names its field.
-    init(validating body: Components.Schemas.Settings) throws {
+    init(validating body: Components.Schemas.ReplaceSettingsRequest) throws {
         func time(_ value: String, _ field: String) throws -> String {
             // Digits only: Int("+1") parses, and PostgreSQL reads "1:+05" as 01:00 at offset +05.
             let bytes = Array(value.utf8)
@@ -74,7 +74,8 @@ extension LearnerSettings {
         }
         self.init(
             subjects: subjects, difficulty: try difficulty(body.difficulty, "difficulty"),
-            notifyStart: notifyStart, notifyEnd: notifyEnd, timezone: window.timezone, theme: body.theme.rawValue)
+            notifyStart: notifyStart, notifyEnd: notifyEnd, timezone: window.timezone, theme: body.theme.rawValue,
+            notificationsEnabled: body.notificationsEnabled ?? true)
     }
 
     var schema: Components.Schemas.Settings {
@@ -82,7 +83,8 @@ extension LearnerSettings {
             subjects: subjects.map { .init(subjectId: $0.subjectID, topicIds: $0.topicIDs, difficulty: $0.difficulty) },
             difficulty: difficulty,
             notificationWindow: .init(start: notifyStart, end: notifyEnd, timezone: timezone),
-            theme: Components.Schemas.Settings.ThemePayload(rawValue: theme) ?? .system)
+            theme: Components.Schemas.Settings.ThemePayload(rawValue: theme) ?? .system,
+            notificationsEnabled: notificationsEnabled)
     }
 
     /// A zone of the system's zone database: a file under its directory. `TimeZone(identifier:)`

@@ -15,10 +15,13 @@ struct LearnerSettings: Sendable, Equatable {
     var notifyEnd: String
     var timezone: String
     var theme: String
+    /// Off: recalls are still scheduled and listed, but never pushed.
+    var notificationsEnabled = true
 
     /// What a learner who never saved settings gets.
     static let defaults = LearnerSettings(
-        subjects: [], difficulty: 3, notifyStart: "08:00", notifyEnd: "18:00", timezone: "Asia/Tokyo", theme: "system")
+        subjects: [], difficulty: 3, notifyStart: "08:00", notifyEnd: "18:00", timezone: "Asia/Tokyo", theme: "system",
+        notificationsEnabled: true)
 }
 
 struct CatalogueSubject: Sendable, Equatable {
@@ -46,17 +49,19 @@ struct SettingsRepository: Sendable {
         let rows = try await query(
             """
             SELECT s.difficulty::int, to_char(s.notify_start, 'HH24:MI'), to_char(s.notify_end, 'HH24:MI'), s.timezone, s.theme,
-                   p.subject_id, p.topic_ids, p.difficulty::int
+                   s.notifications_enabled, p.subject_id, p.topic_ids, p.difficulty::int
             FROM user_settings s LEFT JOIN user_subject_prefs p ON p.user_id = s.user_id
             WHERE s.user_id = \(userID)
             ORDER BY p.subject_id
             """)
         var settings: LearnerSettings?
-        for try await (difficulty, start, end, timezone, theme, subject, topics, subjectDifficulty)
-            in rows.decode((Int, String, String, String, String, String?, [String]?, Int?).self)
+        for try await (difficulty, start, end, timezone, theme, notificationsEnabled, subject, topics, subjectDifficulty)
+            in rows.decode((Int, String, String, String, String, Bool, String?, [String]?, Int?).self)
         {
             if settings == nil {
-                settings = LearnerSettings(subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme)
+                settings = LearnerSettings(
+                    subjects: [], difficulty: difficulty, notifyStart: start, notifyEnd: end, timezone: timezone, theme: theme,
+                    notificationsEnabled: notificationsEnabled)
             }
             if let subject, let topics, let subjectDifficulty {
                 settings?.subjects.append(.init(subjectID: subject, topicIDs: topics, difficulty: subjectDifficulty))
@@ -82,11 +87,12 @@ struct SettingsRepository: Sendable {
                 }
                 _ = try await connection.query(
                     """
-                    INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme, updated_at)
+                    INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme, notifications_enabled, updated_at)
                     VALUES (\(userID), \(settings.difficulty)::smallint, \(settings.notifyStart)::time, \(settings.notifyEnd)::time,
-                            \(settings.timezone), \(settings.theme), now())
+                            \(settings.timezone), \(settings.theme), \(settings.notificationsEnabled), now())
                     ON CONFLICT (user_id) DO UPDATE SET difficulty = excluded.difficulty, notify_start = excluded.notify_start,
-                        notify_end = excluded.notify_end, timezone = excluded.timezone, theme = excluded.theme, updated_at = now()
+                        notify_end = excluded.notify_end, timezone = excluded.timezone, theme = excluded.theme,
+                        notifications_enabled = excluded.notifications_enabled, updated_at = now()
                     """, logger: database.logger)
                 _ = try await connection.query("DELETE FROM user_subject_prefs WHERE user_id = \(userID)", logger: database.logger)
                 for preference in settings.subjects {

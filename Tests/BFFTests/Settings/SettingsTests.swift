@@ -39,6 +39,26 @@ struct SettingsTests {
         }
     }
 
+    @Test("notifications_enabled: true by default and when left out or null on PUT, false when sent so; always in GET")
+    func notificationsEnabled() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client in
+            #expect(try await client.call(.get, "/api/v1/settings", as: learner).json["notifications_enabled"] as? Bool == true)
+            let off = Self.valid.dropLast() + #","notifications_enabled":false}"#
+            let stored = try await client.call(.put, "/api/v1/settings", as: learner, json: String(off))
+            #expect(stored.status == .ok)
+            #expect(stored.json["notifications_enabled"] as? Bool == false)
+            #expect(try await client.call(.get, "/api/v1/settings", as: learner).json["notifications_enabled"] as? Bool == false)
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner, json: Self.valid).json["notifications_enabled"] as? Bool == true)
+            _ = try await client.call(.put, "/api/v1/settings", as: learner, json: String(off))
+            let null = Self.valid.dropLast() + #","notifications_enabled":null}"#
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner, json: String(null)).json["notifications_enabled"] as? Bool == true)
+            let wrong = Self.valid.dropLast() + #","notifications_enabled":"no"}"#
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner, json: String(wrong)).status == .unprocessableContent)
+        }
+    }
+
     @Test("a read while settings are being replaced sees one whole document, never parts of two")
     func wholeDocuments() async throws {
         let learner = try await Learner.make(database: database)

@@ -10,6 +10,7 @@ import Testing
 struct Learner: Sendable {
     let id: UUID
     let accessToken: String
+    var deviceID: String { "device-\(id.uuidString.prefix(8))" }
 
     static func make(database: DatabaseURL, scopes: [String] = AccessTokens.allScopes) async throws -> Learner {
         let id = UUID()

@@ -1,0 +1,99 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// One registered push token: a device's, of the service that issued it.
+struct PushTokenRegistration: Sendable, Equatable {
+    enum Provider: String, Sendable { case apns, fcm }
+
+    let token: String
+    let platform: String
+    let provider: Provider
+    let deviceID: String
+}
+
+/// `push_tokens` (requirements §10.2, migration 0020): a token has one owner and a device one token.
+struct PushTokenRepository: Sendable {
+    let database: Database
+
+    /// At most this many devices of one user keep tokens; registering beyond drops the least recently seen.
+    static let devicesPerUser = 10
+    /// A registration that changes nothing writes nothing, unless its row is older than this: the
+    /// app registers on every launch, and the cap orders devices by when they were last seen.
+    static let refreshAfter: Duration = .seconds(86_400)
+
+    /// Registers `registration` for `userID`. The app calls it on every launch: an unchanged, fresh
+    /// registration is one indexed read. Otherwise one transaction moves the token from another user,
+    /// replaces the device's previous token, stores this one and applies the cap.
+    func register(_ registration: PushTokenRegistration, userID: UUID) async throws {
+        try await database.run { client in
+            let current = try await client.query(
+                """
+                SELECT 1 FROM push_tokens
+                WHERE user_id = \(userID) AND token = \(registration.token) AND device_id = \(registration.deviceID)
+                  AND platform = \(registration.platform) AND provider = \(registration.provider.rawValue)
+                  AND updated_at > now() - \(Int(Self.refreshAfter.components.seconds)) * interval '1 second'
+                """, logger: database.logger)
+            for try await _ in current { return }
+            // Two registrations of one token by two accounts at once: the second waits for the first's
+            // row lock on the unique index and then finds the token moved; retried once on a race the
+            // index reports instead.
+            do {
+                try await store(registration, userID: userID, client: client)
+            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+                try await store(registration, userID: userID, client: client)
+            }
+        }
+    }
+
+    private func store(_ registration: PushTokenRegistration, userID: UUID, client: PostgresClient) async throws {
+        try await client.withTransaction(logger: database.logger) { connection in
+            // The token leaves any other account; the device's other tokens (its previous one) go.
+            _ = try await connection.query(
+                """
+                DELETE FROM push_tokens
+                WHERE (token = \(registration.token) AND user_id <> \(userID))
+                   OR (device_id = \(registration.deviceID) AND token <> \(registration.token))
+                """, logger: database.logger)
+            _ = try await connection.query(
+                """
+                INSERT INTO push_tokens (user_id, token, platform, provider, device_id)
+                VALUES (\(userID), \(registration.token), \(registration.platform), \(registration.provider.rawValue), \(registration.deviceID))
+                ON CONFLICT (user_id, token) DO UPDATE SET platform = excluded.platform, provider = excluded.provider,
+                    device_id = excluded.device_id, updated_at = now()
+                """, logger: database.logger)
+            _ = try await connection.query(
+                """
+                DELETE FROM push_tokens WHERE user_id = \(userID) AND token IN (
+                    SELECT token FROM push_tokens WHERE user_id = \(userID) ORDER BY updated_at DESC, token OFFSET \(Self.devicesPerUser))
+                """, logger: database.logger)
+            // The device row is the session's (login made it); it was seen now.
+            _ = try await connection.query(
+                """
+                UPDATE devices SET last_seen_at = now()
+                WHERE device_id = \(registration.deviceID) AND user_id = \(userID) AND last_seen_at < now() - interval '1 minute'
+                """, logger: database.logger)
+        }
+    }
+
+    /// Removes the caller's `token`; someone else's or an unknown one is left alone.
+    func unregister(token: String, userID: UUID) async throws {
+        try await database.run { client in
+            _ = try await client.query("DELETE FROM push_tokens WHERE user_id = \(userID) AND token = \(token)", logger: database.logger)
+        }
+    }
+
+    /// The caller's registrations, newest first (tests and the delivery's reads).
+    func tokens(userID: UUID) async throws -> [PushTokenRegistration] {
+        try await database.run { client in
+            let rows = try await client.query(
+                "SELECT token, platform, provider, device_id FROM push_tokens WHERE user_id = \(userID) ORDER BY updated_at DESC, token",
+                logger: database.logger)
+            var tokens: [PushTokenRegistration] = []
+            for try await (token, platform, provider, device) in rows.decode((String, String, String, String).self) {
+                tokens.append(PushTokenRegistration(token: token, platform: platform, provider: .init(rawValue: provider) ?? .fcm, deviceID: device))
+            }
+            return tokens
+        }
+    }
+}
