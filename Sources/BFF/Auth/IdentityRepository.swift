@@ -258,14 +258,21 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    /// Revokes the live families of a user; returns how many.
+    /// Revokes the live families of a user, and their push tokens: a signed-out device gets no
+    /// recall with a chat's title on it (the app registers again after the next sign-in). Returns
+    /// how many families.
     @discardableResult
     func revokeUser(userID: UUID, reason: String) async throws -> Int {
         try await count(
             """
-            UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
-            WHERE user_id = \(userID) AND revoked_at IS NULL
-            RETURNING id
+            WITH revoked AS (
+                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+                WHERE user_id = \(userID) AND revoked_at IS NULL
+                RETURNING id
+            ), untokened AS (
+                DELETE FROM push_tokens WHERE user_id = \(userID)
+            )
+            SELECT id FROM revoked
             """)
     }
 
@@ -298,7 +305,10 @@ struct IdentityRepository: Sendable {
                       AND (\(idpSessionID)::text IS NOT NULL OR f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway)))
                       AND (\(subject)::text IS NULL OR u.subject = \(subject))
                       AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
-                    RETURNING f.id
+                    RETURNING f.id, f.user_id, f.device_id
+                ), untokened AS (
+                    -- The signed-out devices' push tokens go with their sessions, as at logout.
+                    DELETE FROM push_tokens p USING revoked r WHERE p.user_id = r.user_id AND p.device_id = r.device_id
                 )
                 SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT coalesce(array_agg(id), '{}') FROM revoked)
                 """)
@@ -307,14 +317,19 @@ struct IdentityRepository: Sendable {
         }
     }
 
-    /// Operator revocation of one device's sessions, whoever owns it.
+    /// Operator revocation of one device's sessions, whoever owns it, and the device's push tokens.
     @discardableResult
     func revokeDevice(deviceID: String, reason: String) async throws -> Int {
         try await count(
             """
-            UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
-            WHERE device_id = \(deviceID) AND revoked_at IS NULL
-            RETURNING id
+            WITH revoked AS (
+                UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
+                WHERE device_id = \(deviceID) AND revoked_at IS NULL
+                RETURNING id
+            ), untokened AS (
+                DELETE FROM push_tokens WHERE device_id = \(deviceID)
+            )
+            SELECT id FROM revoked
             """)
     }
 

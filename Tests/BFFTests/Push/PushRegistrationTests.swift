@@ -92,6 +92,35 @@ struct PushRegistrationTests {
         }
     }
 
+    @Test("every sign-out takes the device's tokens: bff auth revoke --user and --device, and a back-channel logout")
+    func signOutsRemoveTokens() async throws {
+        let aiko = try await Learner.make(database: database)
+        let ben = try await Learner.make(database: database)
+        let chika = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database)
+        try await app.live { client async throws in
+            for learner in [aiko, ben, chika] {
+                let body = Self.body(Self.fcmToken("phone-\(learner.id)"), device: learner.deviceID, platform: "android")
+                let response = try await client.call(.post, "/api/v1/push/register", as: learner, json: body)
+                #expect(response.status == .noContent)
+            }
+        }
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        #expect(Set(try await rows().map(\.user)) == [aiko.id, ben.id, chika.id])
+        #expect(try await Commands.revoke(environment: environment, userID: aiko.id, deviceID: nil) == 1)
+        #expect(Set(try await rows().map(\.user)) == [ben.id, chika.id])
+        #expect(try await Commands.revoke(environment: environment, userID: nil, deviceID: ben.deviceID) == 1)
+        #expect(try await rows().map(\.user) == [chika.id])
+        // Chika's provider ends her session (operator-made accounts have the issuer urn:bff:operator).
+        let revoked = try await database.withClient { client in
+            try await IdentityRepository(database: Database(client: client)).backchannelLogout(
+                issuer: "urn:bff:operator", jti: UUID().uuidString, issuedAt: Date(), keepUntil: Date().addingTimeInterval(3_600),
+                subject: chika.id.uuidString.lowercased(), idpSessionID: nil)
+        }
+        #expect(revoked?.count == 1)
+        #expect(try await rows().isEmpty)
+    }
+
     @Test("at most 10 devices of a user keep tokens: the 11th drops the least recently seen")
     func tenDevices() async throws {
         let userID = UUID()
