@@ -35,7 +35,9 @@ struct RevocationWatcher: Service {
 
     func run() async throws {
         var failing = false
-        // Ends on cancellation as well as on a graceful shutdown (see MaintenanceService).
+        // Ends on cancellation as well as on a graceful shutdown: ServiceGroup cancels every service
+        // when one fails (the port is taken, say), and a loop that swallowed that would spin instead
+        // of letting the process exit.
         while !Task.isShuttingDownGracefully, !Task.isCancelled {
             do {
                 try await gracefulShutdownAwareSleep(for: interval)
