@@ -11,14 +11,16 @@ struct APIService: APIProtocol {
     let chatCreation: ChatCreation
     let settings: SettingsRepository
     let pushTokens: PushTokenRepository
+    let recalls: RecallRepository
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
         auth = dependencies.auth
         chats = dependencies.chats
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)
-        settings = SettingsRepository(database: dependencies.database)
+        settings = SettingsRepository(database: dependencies.database, recalls: dependencies.recalls)
         pushTokens = PushTokenRepository(database: dependencies.database)
+        recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.recalls)
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
@@ -37,26 +39,6 @@ struct APIService: APIProtocol {
     // Operations of later issues: the contract's credentials are still required, so a client sees
     // the 401 or 403 it will meet once the operation lands, and only an authorised call the 501.
     func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output {
-        _ = try Authorization.require("chat:rw")
-        throw APIError.notImplemented
-    }
-
-    func listRecalls(_ input: Operations.ListRecalls.Input) async throws -> Operations.ListRecalls.Output {
-        _ = try Authorization.require("chat:rw")
-        throw APIError.notImplemented
-    }
-
-    func getRecall(_ input: Operations.GetRecall.Input) async throws -> Operations.GetRecall.Output {
-        _ = try Authorization.require("chat:rw")
-        throw APIError.notImplemented
-    }
-
-    func markRecallOpened(_ input: Operations.MarkRecallOpened.Input) async throws -> Operations.MarkRecallOpened.Output {
-        _ = try Authorization.require("chat:rw")
-        throw APIError.notImplemented
-    }
-
-    func evaluateRecall(_ input: Operations.EvaluateRecall.Input) async throws -> Operations.EvaluateRecall.Output {
         _ = try Authorization.require("chat:rw")
         throw APIError.notImplemented
     }

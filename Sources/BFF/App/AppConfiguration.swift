@@ -31,6 +31,12 @@ public struct AppConfiguration: Sendable {
     public var oidcRedirectURIs: Set<String>
     /// The job runtime: `BFF_JOBS_*`; a concurrency of 0 runs no worker in `bff serve`.
     public var jobs: JobRuntimeConfiguration
+    /// `BFF_RECALL_BASE_INTERVAL`: seconds of a first successful recall's interval (a day).
+    public var recallBaseInterval: Int
+    /// `BFF_DEEP_LINK_BASE`: what a push's deep link starts with.
+    public var deepLinkBase: String
+    /// `BFF_PUSH_CONCURRENCY`: pushes in flight at once per process.
+    public var pushConcurrency: Int
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -66,6 +72,15 @@ public struct AppConfiguration: Sendable {
             lease: .seconds(try reader.int("BFF_JOBS_LEASE", default: 60, range: 5...3_600)),
             retention: .seconds(try reader.int("BFF_JOBS_RETENTION", default: 604_800, range: 60...31_536_000)),
             drain: shutdownGrace * 0.8)
+        recallBaseInterval = try reader.int("BFF_RECALL_BASE_INTERVAL", default: 86_400, range: 1...31_536_000)
+        deepLinkBase = reader.string("BFF_DEEP_LINK_BASE", default: "learnapp://")
+        guard let scheme = deepLinkBase.split(separator: ":", maxSplits: 1).first, deepLinkBase.contains(":"),
+            scheme.first?.isLetter == true, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }),
+            deepLinkBase.hasSuffix("/")
+        else {
+            throw ConfigurationError("BFF_DEEP_LINK_BASE", "must be a URI prefix ending in / (learnapp:// or https://app.example.com/open/)")
+        }
+        pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 64, range: 1...10_000)
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -21,6 +21,8 @@ public struct AppDependencies: Sendable {
     public let revokedSessions: RevokedSessions
     let auth: AuthService
     let chats: ChatRepository
+    let recalls: RecallScheduler
+    let pushSenders: PushSenders
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()
@@ -49,7 +51,9 @@ public struct AppDependencies: Sendable {
             revokedSessions: revokedSessions,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
             logger: logger)
-        self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database))
+        self.recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
+        self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
+        self.pushSenders = PushSenders()
     }
 }
 

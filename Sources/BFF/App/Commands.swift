@@ -15,6 +15,7 @@ public enum Commands {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
+        dependencies.warnWithoutPushServices()
         let app = try buildApplication(dependencies)
         let group = ServiceGroup(
             configuration: .init(

@@ -117,10 +117,13 @@ struct ChatRepository: Sendable {
     let database: Database
     /// First pages go through it: the caller shares one per process, so that concurrent requests meet.
     let firstPages: FirstPageBatcher
+    /// Plans the recall an evaluation schedules, in the evaluation's transaction.
+    let recalls: RecallScheduler
 
-    init(database: Database, firstPages: FirstPageBatcher) {
+    init(database: Database, firstPages: FirstPageBatcher, recalls: RecallScheduler = RecallScheduler()) {
         self.database = database
         self.firstPages = firstPages
+        self.recalls = recalls
     }
 
     static let columns = """
@@ -242,6 +245,7 @@ struct ChatRepository: Sendable {
                     "DELETE FROM chat_tags WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
                 _ = try await connection.query(
                     "DELETE FROM chat_evaluations WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
+                try await RecallRepository.cancel(chatID: chatID, userID: userID, on: connection, logger: database.logger)
                 return true
             }
         }
@@ -374,6 +378,9 @@ struct ChatRepository: Sendable {
                         updated_at = now()
                     WHERE chat_id = \(chatID) AND user_id = \(userID)
                     """, logger: database.logger)
+                // The evaluation and its re-recall commit together or not at all.
+                _ = try await recalls.scheduleNext(
+                    on: connection, userID: userID, chatID: chatID, score: score, previous: nil, logger: database.logger)
                 return at
             }
             guard let createdAt = stored else { return nil }

@@ -6,7 +6,7 @@ import Foundation
 /// base64url-encoded. A cursor of another list or filter, or any edited string, is refused: a walk
 /// continued under another `updated_since` would skip changes or repeat them.
 struct KeysetCursor: Equatable {
-    enum List: String { case newest = "n", delta = "d", messages = "m" }
+    enum List: String { case newest = "n", delta = "d", messages = "m", recalls = "r" }
 
     let list: List
     /// Microseconds since 1970: exact, unlike a floating-point `Date`.

@@ -5,7 +5,11 @@ struct AppJobs: Sendable {
     let periodic: [PeriodicJob]
 
     init(_ dependencies: AppDependencies) {
-        handlers = []
+        handlers =
+            RecallDelivery(
+                database: dependencies.database, senders: dependencies.pushSenders, deepLinkBase: dependencies.configuration.deepLinkBase,
+                pushConcurrency: dependencies.configuration.pushConcurrency, logger: dependencies.logger
+            ).handlers
         periodic = [MaintenanceJob.periodic(dependencies)]
     }
 

@@ -30,11 +30,15 @@ public enum JobFailure: Error, CustomStringConvertible {
     /// Retrying cannot help (a payload the service refuses, a rejected credential): the job goes to
     /// the dead-letter queue at once, with the reason, for an operator.
     case deadLetter(String)
+    /// Nothing went wrong, but the job cannot run yet (a push service with no credentials configured):
+    /// it waits `after`, and the run does not count as an attempt.
+    case snooze(String, after: Duration)
 
     public var description: String {
         switch self {
         case .retry(let reason, let after): after.map { "\(reason) (retry after \($0))" } ?? reason
         case .deadLetter(let reason): reason
+        case .snooze(let reason, let after): "\(reason) (waiting \(after))"
         }
     }
 }

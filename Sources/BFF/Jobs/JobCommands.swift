@@ -18,6 +18,7 @@ extension Commands {
             try await dependencies.database.waitUntilReachable(configuration.database)
             try await dependencies.migrator.requireCurrent(client: client)
         }
+        dependencies.warnWithoutPushServices()
         let worker = AppJobs(dependencies).worker(dependencies)
         let group = ServiceGroup(
             configuration: .init(

@@ -41,14 +41,16 @@ struct JobStore: Sendable {
 
     /// Records a failed run: back to `available` at `retryAt`, or dead-lettered after the last attempt
     /// (or at once with `dead`). Returns whether the job is now dead.
-    func fail(_ job: Job, worker: String, error: String, retryIn delay: Duration, dead: Bool) async throws -> Bool {
+    func fail(_ job: Job, worker: String, error: String, retryIn delay: Duration, dead: Bool, counted: Bool = true) async throws -> Bool {
         try await database.run { client in
             let rows = try await client.query(
                 """
                 UPDATE jobs SET
-                    state = CASE WHEN \(dead) OR attempt >= max_attempts THEN 'dead' ELSE 'available' END,
-                    finished_at = CASE WHEN \(dead) OR attempt >= max_attempts THEN now() END,
-                    run_at = CASE WHEN \(dead) OR attempt >= max_attempts THEN run_at ELSE now() + \(Self.seconds(delay)) * interval '1 second' END,
+                    attempt = CASE WHEN \(counted) THEN attempt ELSE greatest(attempt - 1, 0) END,
+                    state = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN 'dead' ELSE 'available' END,
+                    finished_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN now() END,
+                    run_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN run_at
+                                  ELSE now() + \(Self.seconds(delay)) * interval '1 second' END,
                     locked_by = NULL, locked_until = NULL, last_error = left(\(error), 2000)
                 WHERE id = \(job.id) AND state = 'running' AND locked_by = \(worker)
                 RETURNING state = 'dead'

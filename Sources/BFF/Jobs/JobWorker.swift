@@ -213,16 +213,21 @@ public final class JobWorker: Service, Sendable {
         let dimensions = [("kind", job.kind)]
         var retryAfter: Duration?
         var dead = false
+        var snoozed: Duration?
         switch error {
         case JobFailure.retry(_, let after): retryAfter = after
         case JobFailure.deadLetter: dead = true
+        case JobFailure.snooze(_, let after): snoozed = after
         default: break
         }
         let reason = (error as? JobFailure)?.description ?? LoggableError.describe(error)
-        let delay = configuration.backoff.delay(afterAttempt: job.attempt, retryAfter: retryAfter)
+        let delay = snoozed ?? configuration.backoff.delay(afterAttempt: job.attempt, retryAfter: retryAfter)
         do {
-            let isDead = try await store.fail(job, worker: id, error: reason, retryIn: delay, dead: dead)
-            if isDead {
+            let isDead = try await store.fail(job, worker: id, error: reason, retryIn: delay, dead: dead, counted: snoozed == nil)
+            if snoozed != nil {
+                Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "snoozed")]).increment()
+                logger.debug("job waits", metadata: ["reason": .string(reason)])
+            } else if isDead {
                 Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "dead")]).increment()
                 Counter(label: "bff_jobs_dead_lettered_total", dimensions: dimensions).increment()
                 logger.error("job dead-lettered", metadata: ["error": .string(reason)])

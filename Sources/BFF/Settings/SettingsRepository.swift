@@ -36,6 +36,8 @@ struct CatalogueSubject: Sendable, Equatable {
 
 struct SettingsRepository: Sendable {
     let database: Database
+    /// Re-places pending recalls in a replaced window, in the replacement's transaction.
+    var recalls = RecallScheduler()
 
     func settings(userID: UUID) async throws -> LearnerSettings {
         try await database.run { client in
@@ -102,6 +104,7 @@ struct SettingsRepository: Sendable {
                         VALUES (\(userID), \(preference.subjectID), \(preference.topicIDs), \(preference.difficulty)::smallint)
                         """, logger: database.logger)
                 }
+                try await recalls.replan(on: connection, userID: userID, logger: database.logger)
                 return try await Self.read(userID: userID) { try await connection.query($0, logger: database.logger) }
             }
         }

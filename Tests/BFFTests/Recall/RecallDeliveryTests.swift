@@ -1,0 +1,202 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import NIOConcurrencyHelpers
+import PostgresNIO
+import Testing
+
+@testable import BFF
+
+/// The re-recall's last hop on a real database and job runtime: a recall that comes due is pushed
+/// once to each of the learner's devices with its deep link, and each service answer has its effect.
+/// The push services here are `PushSender`s that answer as scripted and record what they were given;
+/// the protocols themselves are tested against local servers in the senders' own suites.
+@Suite("Re-recall delivery", .needsDatabase, .timeLimit(.minutes(3)))
+struct RecallDeliveryTests {
+    let url: DatabaseURL
+
+    init() async throws {
+        url = try await TestDatabases.shared.makeMigrated()
+    }
+
+    final class ScriptedSender: PushSender {
+        let pushes = NIOLockedValueBox<[(PushMessage, PushTarget)]>([])
+        let answer: @Sendable (PushTarget, Int) -> PushOutcome
+
+        init(_ answer: @escaping @Sendable (PushTarget, Int) -> PushOutcome = { _, _ in .sent }) {
+            self.answer = answer
+        }
+
+        func send(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
+            let count = pushes.withLockedValue { pushes in
+                pushes.append((message, target))
+                return pushes.filter { $0.1 == target }.count
+            }
+            return answer(target, count)
+        }
+
+        var targets: [PushTarget] { pushes.withLockedValue { $0.map(\.1) } }
+    }
+
+    /// Two devices of one learner, an APNs and an FCM token, both registered.
+    struct TwoDevices: Sendable {
+        let userID: UUID
+        let phone: Learner
+        let tablet: Learner
+        static let apnsToken = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
+        static let fcmToken = "tablet-7f3c:APA91b" + String(repeating: "t", count: 120)
+    }
+
+    func twoDevices(_ client: some TestClientProtocol) async throws -> TwoDevices {
+        let userID = UUID()
+        let environment = TestEnvironment.serverEnvironment(database: url, ["BFF_LOG_LEVEL": "critical"])
+        let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]
+        let pairs = try await Commands.issueTokens(environment: environment, for: devices.map { (userID, $0) }, scopes: AccessTokens.allScopes)
+        let phone = Learner(id: userID, accessToken: pairs[0].accessToken)
+        let tablet = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let bodies = [
+            (phone, #"{"token":"\#(TwoDevices.apnsToken)","platform":"ios","device_id":"\#(devices[0])"}"#),
+            (tablet, #"{"token":"\#(TwoDevices.fcmToken)","platform":"android","device_id":"\#(devices[1])"}"#),
+        ]
+        for (learner, body) in bodies {
+            let response = try await client.call(.post, "/api/v1/push/register", as: learner, json: body)
+            #expect(response.status == .noContent)
+        }
+        return TwoDevices(userID: userID, phone: phone, tablet: tablet)
+    }
+
+    func worker(_ database: Database, _ sender: ScriptedSender) -> JobWorker {
+        let delivery = RecallDelivery(
+            database: database, senders: PushSenders(apns: sender, fcm: sender), deepLinkBase: "learnapp://", pushConcurrency: 4,
+            logger: TestEnvironment.quietLogger)
+        var configuration = JobRuntimeConfiguration(concurrency: 4, pollInterval: .milliseconds(100), lease: .seconds(30), drain: .seconds(2))
+        configuration.backoff = Backoff(base: .milliseconds(20), cap: .milliseconds(200))
+        return JobWorker(database: database, databaseURL: url, handlers: delivery.handlers, configuration: configuration, logger: TestEnvironment.quietLogger)
+    }
+
+    /// Runs `body` against a live app (no workers of its own) and `worker`.
+    func withLoop(_ sender: ScriptedSender, _ body: @escaping @Sendable (any TestClientProtocol, ChatRepository) async throws -> Void) async throws {
+        let database = Database(client: PostgresClient(configuration: url.clientConfiguration(poolSize: 4)), timeout: .seconds(10))
+        let repository = ChatRepository.withOwnBatcher(database)
+        let worker = worker(database, sender)
+        let app = try await makeTestApp(database: url, environment: ["BFF_JOBS_CONCURRENCY": "0", "BFF_RECALL_BASE_INTERVAL": "1"])
+        try await Commands.withDatabase(database.client) { _ in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await worker.run() }
+                defer { worker.stop() }
+                try await app.live { client async throws in try await body(client, repository) }
+            }
+        }
+    }
+
+    func eventually(within limit: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
+        let start = ContinuousClock.now
+        while ContinuousClock.now - start < limit {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        return try await condition()
+    }
+
+    func status(_ client: some TestClientProtocol, _ learner: Learner, _ recall: String) async throws -> String? {
+        try await client.call(.get, "/api/v1/recalls/\(recall)", as: learner).json["status"] as? String
+    }
+
+    @Test("a due recall is pushed once to each device, with the deep link and a collapse id per recall; then it is sent")
+    func pushedOncePerDevice() async throws {
+        let sender = ScriptedSender()
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
+            // A weak first evaluation: due in a quarter of the base interval, a fraction of a second.
+            let chat = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
+            let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
+            #expect(try await eventually { try await status(client, learner.phone, recall) == "sent" })
+            #expect(try await eventually { sender.targets.count == 2 })
+            // Nothing more arrives: each (recall, token) is pushed once.
+            try await Task.sleep(for: .milliseconds(500))
+            let pushes = sender.pushes.withLockedValue { $0 }
+            #expect(Set(pushes.map(\.1)) == [PushTarget(token: TwoDevices.apnsToken, provider: .apns), PushTarget(token: TwoDevices.fcmToken, provider: .fcm)])
+            #expect(pushes.count == 2)
+            for (message, _) in pushes {
+                #expect(message.deepLink == "learnapp://chats/\(chat)?recall=\(recall)")
+                #expect(message.collapseID == recall)
+                #expect(message.body.contains("Forces and motion"))
+                #expect(message.title == "復習の時間です")
+            }
+        }
+    }
+
+    @Test("notifications off: the recall comes due, stays scheduled and listed, and nothing is pushed")
+    func notificationsOff() async throws {
+        let sender = ScriptedSender()
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            let off = String(RecallTests.windowAroundNow().dropLast()) + #","notifications_enabled":false}"#
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: off).status == .ok)
+            _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
+            let recall = try #require(try await RecallTests.recalls(client, learner.phone).first)
+            let due = try #require(RFC3339Dates.dateOrNil(recall["due_at"] as? String))
+            // Its delivery job ran (and did nothing).
+            #expect(
+                try await eventually {
+                    try await url.withClient { client in
+                        var done = false
+                        for try await state in try await client.query("SELECT state FROM jobs WHERE kind = 'recall.deliver'").decode(String.self) {
+                            done = state == "completed"
+                        }
+                        return done
+                    }
+                })
+            #expect(Date() > due)
+            #expect(sender.targets.isEmpty)
+            #expect(try await status(client, learner.phone, recall["id"] as! String) == "scheduled")
+        }
+    }
+
+    @Test("a dead token is deleted and not pushed again; a 429 with Retry-After is retried and then sent")
+    func deadTokenAndRetry() async throws {
+        let sender = ScriptedSender { target, count in
+            switch (target.provider, count) {
+            case (.apns, _): .tokenDead("410 Unregistered")
+            case (.fcm, 1): .retry("429 QUOTA_EXCEEDED", after: .milliseconds(300))
+            case (.fcm, _): .sent
+            }
+        }
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
+            _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
+            let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
+            #expect(try await eventually { try await status(client, learner.phone, recall) == "sent" })
+            let tokens = try await PushTokenRepository(database: repository.database).tokens(userID: learner.userID)
+            #expect(tokens.map(\.token) == [TwoDevices.fcmToken])
+            let pushes = sender.targets
+            #expect(pushes.filter { $0.provider == .apns }.count == 1)
+            #expect(pushes.filter { $0.provider == .fcm }.count == 2)
+        }
+    }
+
+    @Test("refused credentials dead-letter the push with the reason, the token kept, the recall still scheduled")
+    func configurationErrorDeadLetters() async throws {
+        let sender = ScriptedSender { _, _ in .configurationError("403 InvalidProviderToken") }
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
+            _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
+            let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
+            #expect(
+                try await eventually {
+                    try await url.withClient { client in
+                        var dead = 0
+                        for try await error in try await client.query("SELECT last_error FROM jobs WHERE kind = 'push.send' AND state = 'dead'").decode(String?.self) {
+                            if error == "configuration: 403 InvalidProviderToken" { dead += 1 }
+                        }
+                        return dead == 2
+                    }
+                })
+            #expect(try await PushTokenRepository(database: repository.database).tokens(userID: learner.userID).count == 2)
+            #expect(try await status(client, learner.phone, recall) == "scheduled")
+        }
+    }
+}
