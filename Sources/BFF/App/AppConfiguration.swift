@@ -37,6 +37,8 @@ public struct AppConfiguration: Sendable {
     public var deepLinkBase: String
     /// `BFF_PUSH_CONCURRENCY`: pushes in flight at once per process.
     public var pushConcurrency: Int
+    /// The push services and the outbound CA file.
+    public var push: PushConfiguration
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -81,6 +83,7 @@ public struct AppConfiguration: Sendable {
             throw ConfigurationError("BFF_DEEP_LINK_BASE", "must be a URI prefix ending in / (learnapp:// or https://app.example.com/open/)")
         }
         pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 64, range: 1...10_000)
+        push = try PushConfiguration(reader)
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

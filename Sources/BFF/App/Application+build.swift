@@ -53,7 +53,7 @@ public struct AppDependencies: Sendable {
             logger: logger)
         self.recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
         self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
-        self.pushSenders = PushSenders()
+        self.pushSenders = try PushSenders(configuration: configuration.push)
     }
 }
 

@@ -19,6 +19,10 @@ struct RecallDeliveryTests {
         url = try await TestDatabases.shared.makeMigrated()
     }
 
+    init(database: DatabaseURL) {
+        url = database
+    }
+
     final class ScriptedSender: PushSender {
         let pushes = NIOLockedValueBox<[(PushMessage, PushTarget)]>([])
         let answer: @Sendable (PushTarget, Int) -> PushOutcome
@@ -48,6 +52,10 @@ struct RecallDeliveryTests {
     }
 
     func twoDevices(_ client: some TestClientProtocol) async throws -> TwoDevices {
+        try await twoDevices(client, database: url)
+    }
+
+    func twoDevices(_ client: some TestClientProtocol, database url: DatabaseURL) async throws -> TwoDevices {
         let userID = UUID()
         let environment = TestEnvironment.serverEnvironment(database: url, ["BFF_LOG_LEVEL": "critical"])
         let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]

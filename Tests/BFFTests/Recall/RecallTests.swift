@@ -17,6 +17,10 @@ struct RecallTests {
         database = try await TestDatabases.shared.makeMigrated()
     }
 
+    init(database: DatabaseURL) {
+        self.database = database
+    }
+
     /// A window of four hours around now, in UTC, so that a recall due in seconds lies inside it.
     static func windowAroundNow() -> String {
         var calendar = Calendar(identifier: .gregorian)

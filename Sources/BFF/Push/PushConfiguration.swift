@@ -1,0 +1,83 @@
+import Crypto
+import Foundation
+
+/// The push services (`BFF_APNS_*`, `BFF_FCM_*`, `BFF_OUTBOUND_CA_FILE`; deploy/README.md). Each is
+/// on when its variables are set; none set is allowed (recalls still work, pushes wait).
+public struct PushConfiguration: Sendable {
+    struct APNs: Sendable {
+        let keyFile: String
+        let keyID: String
+        let teamID: String
+        let topic: String
+        let baseURL: String
+    }
+
+    var apns: APNs?
+    var fcmCredentialsFile: String?
+    var fcmBaseURL: String
+    /// PEM certificates trusted besides the system's roots for every outbound HTTPS call.
+    var outboundCAFile: String?
+
+    init(_ reader: EnvironmentReader) throws {
+        let apnsNames = ["BFF_APNS_KEY_FILE", "BFF_APNS_KEY_ID", "BFF_APNS_TEAM_ID", "BFF_APNS_TOPIC"]
+        let apnsValues = apnsNames.map(reader.optional)
+        if apnsValues.contains(where: { $0 != nil }) {
+            if let missing = zip(apnsNames, apnsValues).first(where: { $0.1 == nil }) {
+                throw ConfigurationError(missing.0, "must be set with the other BFF_APNS_* variables")
+            }
+            let (keyFile, keyID, teamID, topic) = (apnsValues[0]!, apnsValues[1]!, apnsValues[2]!, apnsValues[3]!)
+            for (name, value) in [("BFF_APNS_KEY_ID", keyID), ("BFF_APNS_TEAM_ID", teamID)]
+            where value.utf8.count != 10 || !value.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) }) {
+                throw ConfigurationError(name, "must be Apple's 10-character identifier (A-Z, 0-9)")
+            }
+            apns = APNs(
+                keyFile: keyFile, keyID: keyID, teamID: teamID, topic: topic,
+                baseURL: try Self.baseURL(reader, "BFF_APNS_BASE_URL", default: "https://api.push.apple.com"))
+        }
+        fcmCredentialsFile = reader.optional("BFF_FCM_CREDENTIALS_FILE")
+        fcmBaseURL = try Self.baseURL(reader, "BFF_FCM_BASE_URL", default: "https://fcm.googleapis.com")
+        outboundCAFile = reader.optional("BFF_OUTBOUND_CA_FILE")
+        if let outboundCAFile, !FileManager.default.isReadableFile(atPath: outboundCAFile) {
+            throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(outboundCAFile) is not a readable file")
+        }
+        let route = reader.string("BFF_PUSH_ROUTE", default: "direct")
+        guard route == "direct" else {
+            throw ConfigurationError("BFF_PUSH_ROUTE", "must be direct (Notification Hubs is not available in this build)")
+        }
+    }
+
+    /// An https URL without a trailing slash: push payloads name learners' chats.
+    private static func baseURL(_ reader: EnvironmentReader, _ name: String, default fallback: String) throws -> String {
+        let value = reader.string(name, default: fallback)
+        guard let url = URL(string: value), url.scheme == "https", url.host != nil, url.query == nil else {
+            throw ConfigurationError(name, "must be an https URL, got \"\(value)\"")
+        }
+        return value.hasSuffix("/") ? String(value.dropLast()) : value
+    }
+}
+
+extension PushSenders {
+    /// The senders `configuration` turns on, their keys read once here: a key that cannot be read
+    /// stops start-up, naming its variable.
+    init(configuration: PushConfiguration) throws {
+        self.init()
+        guard configuration.apns != nil || configuration.fcmCredentialsFile != nil else { return }
+        let http = try OutboundHTTP.client(extraCAFile: configuration.outboundCAFile)
+        if let apns = configuration.apns {
+            let pem: String
+            do {
+                pem = try String(contentsOfFile: apns.keyFile, encoding: .utf8)
+            } catch {
+                throw ConfigurationError("BFF_APNS_KEY_FILE", "\(apns.keyFile) cannot be read")
+            }
+            guard let key = try? P256.Signing.PrivateKey(pemRepresentation: pem) else {
+                throw ConfigurationError("BFF_APNS_KEY_FILE", "\(apns.keyFile) is not an APNs .p8 key (a PEM P-256 private key)")
+            }
+            self.apns = APNsSender(
+                configuration: .init(baseURL: apns.baseURL, topic: apns.topic, keyID: apns.keyID, teamID: apns.teamID, key: key), http: http)
+        }
+        if let file = configuration.fcmCredentialsFile {
+            self.fcm = try FCMSender(credentialsFile: file, baseURL: configuration.fcmBaseURL, http: http)
+        }
+    }
+}
