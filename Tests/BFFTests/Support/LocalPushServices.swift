@@ -24,6 +24,13 @@ enum ScriptedAnswer: Sendable {
     case drop
 }
 
+extension ScriptedAnswer {
+    var isStall: Bool {
+        if case .stall = self { return true }
+        return false
+    }
+}
+
 /// A TLS certificate for `localhost`, and the CA file a client must be given to trust it.
 struct LocalTLS: Sendable {
     let directory: String
@@ -83,7 +90,7 @@ func scripted(_ answer: ScriptedAnswer, accepted: @escaping @Sendable () -> Resp
     case .garbage(let status):
         return Response(status: .init(code: status), headers: [.contentType: "text/html"], body: .init(byteBuffer: ByteBuffer(string: "<html>Bad Gateway</html>")))
     case .stall(let duration):
-        try await Task.sleep(for: duration)
+        try? await Task.sleep(for: duration)
         return accepted()
     case .drop:
         struct Dropped: Error {}
@@ -302,5 +309,19 @@ final class LocalFCM: Sendable {
 
     func errorResponse(_ status: Int, _ code: String, fcmCode: String? = nil, field: String? = nil) -> Response {
         error(status, code, fcmCode: fcmCode, field: field)
+    }
+}
+
+extension PushOutcome {
+    /// The outcome's kind, with a retry's `Retry-After`, for tests' tables of answers.
+    var kind: String {
+        switch self {
+        case .sent: "sent"
+        case .tokenDead: "tokenDead"
+        case .retry(_, let after?): "retry after \(after.components.seconds)"
+        case .retry: "retry"
+        case .configurationError: "configurationError"
+        case .payloadError: "payloadError"
+        }
     }
 }
