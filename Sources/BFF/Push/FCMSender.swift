@@ -90,13 +90,17 @@ struct FCMSender: PushSender {
 
     /// A notification message (shown by the system, no app code needed), the deep link and ids as
     /// `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
-    static func payload(_ message: PushMessage, token: String) -> ByteBuffer {
+    static func payload(_ message: PushMessage, token: String?) -> ByteBuffer {
         let recall = message.recallID.uuidString.lowercased()
         let ttl = max(0, Int(message.expiresAt.timeIntervalSinceNow))
         var writer = JSONWriter(capacity: 1024)
-        writer.raw(#"{"message":{"token":"#)
-        writer.string(token)
-        writer.raw(#","notification":{"title":"#)
+        writer.raw(#"{"message":{"#)
+        if let token {
+            writer.raw(#""token":"#)
+            writer.string(token)
+            writer.raw(",")
+        }
+        writer.raw(#""notification":{"title":"#)
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)

@@ -1,7 +1,8 @@
 import Crypto
 import Foundation
 
-/// The push services (`BFF_APNS_*`, `BFF_FCM_*`, `BFF_OUTBOUND_CA_FILE`; deploy/README.md). Each is
+/// The push services (`BFF_PUSH_ROUTE`, `BFF_APNS_*`, `BFF_FCM_*`, `BFF_NH_*`, `BFF_OUTBOUND_CA_FILE`;
+/// deploy/README.md). Each is
 /// on when its variables are set; none set is allowed (recalls still work, pushes wait).
 public struct PushConfiguration: Sendable {
     struct APNs: Sendable {
@@ -15,6 +16,8 @@ public struct PushConfiguration: Sendable {
     var apns: APNs?
     var fcmCredentialsFile: String?
     var fcmBaseURL: String
+    /// `BFF_PUSH_ROUTE=notification-hubs`: every push through this hub instead.
+    var notificationHubs: (connection: NotificationHubsSender.Connection, hub: String)?
     /// PEM certificates trusted besides the system's roots for every outbound HTTPS call.
     var outboundCAFile: String?
 
@@ -40,9 +43,24 @@ public struct PushConfiguration: Sendable {
         if let outboundCAFile, !FileManager.default.isReadableFile(atPath: outboundCAFile) {
             throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(outboundCAFile) is not a readable file")
         }
-        let route = reader.string("BFF_PUSH_ROUTE", default: "direct")
-        guard route == "direct" else {
-            throw ConfigurationError("BFF_PUSH_ROUTE", "must be direct (Notification Hubs is not available in this build)")
+        switch reader.string("BFF_PUSH_ROUTE", default: "direct") {
+        case "direct":
+            break
+        case "notification-hubs":
+            guard let text = reader.optional("BFF_NH_CONNECTION_STRING") else {
+                throw ConfigurationError("BFF_NH_CONNECTION_STRING", "is required with BFF_PUSH_ROUTE=notification-hubs")
+            }
+            guard let connection = NotificationHubsSender.Connection(connectionString: text) else {
+                throw ConfigurationError(
+                    "BFF_NH_CONNECTION_STRING", "must be Endpoint=sb://NAMESPACE.servicebus.windows.net/;SharedAccessKeyName=…;SharedAccessKey=…")
+            }
+            guard let hub = reader.optional("BFF_NH_HUB"),
+                hub.utf8.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) || "._-".utf8.contains($0) }),
+                hub.utf8.count <= 260
+            else { throw ConfigurationError("BFF_NH_HUB", "must name the hub (letters, digits, . _ -)") }
+            notificationHubs = (connection, hub)
+        case let other:
+            throw ConfigurationError("BFF_PUSH_ROUTE", "must be direct or notification-hubs, got \"\(other)\"")
         }
     }
 
@@ -61,8 +79,13 @@ extension PushSenders {
     /// stops start-up, naming its variable.
     init(configuration: PushConfiguration) throws {
         self.init()
-        guard configuration.apns != nil || configuration.fcmCredentialsFile != nil else { return }
+        guard configuration.apns != nil || configuration.fcmCredentialsFile != nil || configuration.notificationHubs != nil else { return }
         let http = try OutboundHTTP.client(extraCAFile: configuration.outboundCAFile)
+        if let hubs = configuration.notificationHubs {
+            // The hub holds the APNs and FCM credentials; this process needs none of its own.
+            self.notificationHubs = NotificationHubsSender(connection: hubs.connection, hub: hubs.hub, http: http)
+            return
+        }
         if let apns = configuration.apns {
             let pem: String
             do {

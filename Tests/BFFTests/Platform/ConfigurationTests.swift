@@ -48,15 +48,29 @@ struct ConfigurationTests {
             ("BFF_TRUSTED_PROXIES", "10.0.0.0/"),
             ("BFF_TRUSTED_PROXIES", "/24"),
             ("BFF_TRUSTED_PROXIES", "10.0.0.0/8/8"),
+            ("BFF_JOBS_CONCURRENCY", "-1"),
+            ("BFF_JOBS_POLL_INTERVAL_MS", "10"),
+            ("BFF_RECALL_BASE_INTERVAL", "0"),
+            ("BFF_DEEP_LINK_BASE", "learnapp"),
+            ("BFF_DEEP_LINK_BASE", "learnapp://chats"),
+            ("BFF_PUSH_ROUTE", "carrier-pigeon"),
+            ("BFF_NH_CONNECTION_STRING", "Endpoint=sb://x/"),
+            // Without the other three, a lone APNs variable is refused, naming one that is missing.
+            ("BFF_APNS_KEY_ID", "ABC123DEFG"),
+            ("BFF_FCM_BASE_URL", "http://fcm.googleapis.com"),
+            ("BFF_OUTBOUND_CA_FILE", "/nonexistent/ca.pem"),
         ])
     func namesTheVariable(variable: String, value: String?) {
         var environment = valid
         environment[variable] = value
+        if variable == "BFF_NH_CONNECTION_STRING" { environment["BFF_PUSH_ROUTE"] = "notification-hubs" }
+        // The variable the error names: the missing partner for a lone APNs variable.
+        let named = variable == "BFF_APNS_KEY_ID" ? "BFF_APNS_KEY_FILE" : variable
         #expect {
             try AppConfiguration(environment: environment)
         } throws: { error in
-            (error as? ConfigurationError)?.variable == variable
-                && String(describing: error).contains(variable)
+            (error as? ConfigurationError)?.variable == named
+                && String(describing: error).contains(named)
         }
     }
 

@@ -325,3 +325,77 @@ extension PushOutcome {
         }
     }
 }
+
+/// Notification Hubs' direct send, checking the SAS token's HMAC against the hub's key, its resource,
+/// expiry and key name, the format and device handle headers, and the platform payload.
+final class LocalNotificationHubs: Sendable {
+    struct Received: Sendable {
+        let format: String
+        let deviceHandle: String
+        let payload: String
+    }
+
+    let keyName = "DefaultFullSharedAccessSignature"
+    let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+    let hub = "learnapp-hub"
+    let received = NIOLockedValueBox<[Received]>([])
+    let violations = NIOLockedValueBox<[String]>([])
+    let answer: @Sendable (String, Int) -> ScriptedAnswer
+
+    init(answer: @escaping @Sendable (_ deviceHandle: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept }) {
+        self.answer = answer
+    }
+
+    func connectionString(base: String) -> String {
+        "Endpoint=\(base.replacingOccurrences(of: "https://", with: "sb://"))/;SharedAccessKeyName=\(keyName);SharedAccessKey=\(key)"
+    }
+
+    private func refuse(_ status: Int, _ why: String) -> Response {
+        violations.withLockedValue { $0.append(why) }
+        return Response(status: .init(code: status))
+    }
+
+    var router: Router<BasicRequestContext> {
+        let router = Router()
+        router.post("/:hub/messages") { [self] request, context -> Response in
+            guard context.parameters.get("hub") == hub else { return refuse(404, "hub") }
+            guard request.uri.queryParameters["api-version"] != nil, request.uri.query?.contains("direct") == true else {
+                return refuse(400, "query")
+            }
+            // SharedAccessSignature sr=…&sig=…&se=…&skn=…
+            guard let authorization = request.headers[.authorization], authorization.hasPrefix("SharedAccessSignature ") else {
+                return refuse(401, "no SAS token")
+            }
+            var fields: [String: String] = [:]
+            for pair in authorization.dropFirst("SharedAccessSignature ".count).split(separator: "&") {
+                let parts = pair.split(separator: "=", maxSplits: 1).map(String.init)
+                if parts.count == 2 { fields[parts[0]] = parts[1] }
+            }
+            guard let resource = fields["sr"], let sig = fields["sig"]?.removingPercentEncoding, let expiry = fields["se"].flatMap(Int64.init),
+                fields["skn"] == keyName, expiry > Int64(Date().timeIntervalSince1970),
+                resource.removingPercentEncoding?.hasSuffix("/\(hub)") == true
+            else { return refuse(401, "SAS fields") }
+            let expected = HMAC<SHA256>.authenticationCode(for: Data("\(resource)\n\(expiry)".utf8), using: SymmetricKey(data: Data(key.utf8)))
+            guard Data(expected).base64EncodedString() == sig else { return refuse(401, "SAS signature") }
+            func field(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+            guard let format = field("ServiceBusNotification-Format"), ["apple", "fcmv1"].contains(format),
+                let handle = field("ServiceBusNotification-DeviceHandle"), !handle.isEmpty
+            else { return refuse(400, "format or device handle") }
+            let body = String(buffer: try await request.body.collect(upTo: 1_000_000))
+            guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else { return refuse(400, "payload") }
+            if format == "apple" {
+                guard (object["aps"] as? [String: Any])?["alert"] != nil, object["deep_link"] is String else { return refuse(400, "apple payload") }
+            } else {
+                guard let message = object["message"] as? [String: Any], message["token"] == nil, message["notification"] != nil,
+                    (message["data"] as? [String: Any])?["deep_link"] is String
+                else { return refuse(400, "fcmv1 payload") }
+            }
+            let attempt = received.withLockedValue { received in
+                received.append(Received(format: format, deviceHandle: handle, payload: body))
+                return received.filter { $0.deviceHandle == handle }.count
+            }
+            return try await scripted(answer(handle, attempt)) { Response(status: .created) }
+        }
+        return router
+    }
+}
