@@ -92,7 +92,13 @@ let package = Package(
         ),
         .executableTarget(
             name: "bff-bench",
-            dependencies: ["BFF", "BFFWire"],
+            dependencies: [
+                "BFF", "BFFWire",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
             path: "Benchmarks/bff-bench"
         ),
         .testTarget(

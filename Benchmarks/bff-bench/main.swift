@@ -3,12 +3,17 @@
 //   bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
 //   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)
 //   bff-bench tokens  --users FILE --out FILE [--lifetime S]                   (BFF_* environment)
+//   bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
 //
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
 import BFF
 import BFFWire
 import Foundation
+import Logging
+import NIOConcurrencyHelpers
+import NIOPosix
+import PostgresNIO
 
 // MARK: - Small helpers
 
@@ -201,12 +206,71 @@ func benchTokens(_ options: Options) async throws {
     print("tokens: \(lines.count) access tokens (\(lifetime) s) -> \(out)")
 }
 
+// MARK: - jobs
+
+/// The bare job runtime: `count` no-op jobs enqueued one per transaction by `enqueuers` tasks while
+/// one worker (`concurrency` at once) claims and completes them; jobs per second from the first
+/// enqueue to the last completion. scripts/bench sets it beside pgbench's one-row update.
+func benchJobs(_ options: Options) async throws {
+    let count = try options.int("count", default: 20_000)
+    let enqueuers = try options.int("enqueuers", default: 8)
+    let concurrency = try options.int("concurrency", default: 64)
+    let url = try DatabaseURL(parsing: try options.string("database"))
+    let logger = {
+        var logger = Logger(label: "bff-bench")
+        logger.logLevel = .error
+        return logger
+    }()
+    let database = Database(configuration: url, perEventLoopOf: .singleton, timeout: .seconds(30), poolSize: 8, logger: logger)
+    let done = NIOLockedValueBox(0)
+    let finished = AsyncStream<Void>.makeStream()
+    let kind = "bench.noop"
+    let handler = JobHandler(kind: kind, concurrency: concurrency) { _ in
+        let total = done.withLockedValue { value -> Int in
+            value += 1
+            return value
+        }
+        if total == count { finished.continuation.finish() }
+    }
+    let worker = JobWorker(
+        database: database, databaseURL: url, handlers: [handler],
+        configuration: .init(concurrency: concurrency, pollInterval: .milliseconds(200), lease: .seconds(60), drain: .seconds(5)),
+        logger: logger)
+    let seconds = try await Commands.withDatabase(database) { client in
+        _ = try await client.query("DELETE FROM jobs WHERE kind = \(kind)")
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await worker.run() }
+            let start = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { enqueueing in
+                for enqueuer in 0..<enqueuers {
+                    enqueueing.addTask {
+                        for index in stride(from: enqueuer, to: count, by: enqueuers) {
+                            try await client.withConnection { connection in
+                                _ = try await JobQueue.enqueue(kind, ["n": index], on: connection, logger: logger)
+                            }
+                        }
+                    }
+                }
+                try await enqueueing.waitForAll()
+            }
+            for await _ in finished.stream {}
+            let elapsed = ContinuousClock.now - start
+            worker.stop()
+            try await group.waitForAll()
+            return Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        }
+    }
+    print("jobs: \(count) no-op jobs enqueued by \(enqueuers) tasks, run by one worker (\(concurrency) at once) in \(format(seconds, 2)) s")
+    result("jobs_per_second", Double(count) / seconds)
+}
+
 // MARK: - main
 
 let usage = """
     usage: bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
            bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]
            bff-bench tokens  --users FILE --out FILE [--lifetime S]
+           bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
     pairs and tokens read the server's BFF_* environment (database, keys). scripts/bench runs them all.
     """
 
@@ -218,6 +282,7 @@ do {
     case "jwt": try await benchJWT(options)
     case "pairs": try await benchPairs(options)
     case "tokens": try await benchTokens(options)
+    case "jobs": try await benchJobs(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
     }

@@ -53,9 +53,19 @@ public final class JobWorker: Service, Sendable {
     private let inFlight = NIOLockedValueBox<[Int64: Job]>([:])
     private let listener = NIOLockedValueBox<PostgresConnection?>(nil)
 
+    /// A worker for `handlers` (no periodic jobs); `databaseURL` is for its LISTEN connection, outside
+    /// `database`'s pools.
+    public convenience init(
+        database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], configuration: JobRuntimeConfiguration, logger: Logger
+    ) {
+        self.init(
+            database: database, databaseURL: databaseURL, handlers: handlers, periodic: [], configuration: configuration, logger: logger,
+            started: nil)
+    }
+
     init(
-        database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], periodic: [PeriodicJob] = [],
-        configuration: JobRuntimeConfiguration, logger: Logger, started: StartupGate? = nil
+        database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], periodic: [PeriodicJob],
+        configuration: JobRuntimeConfiguration, logger: Logger, started: StartupGate?
     ) {
         self.database = database
         self.databaseURL = databaseURL
@@ -83,7 +93,7 @@ public final class JobWorker: Service, Sendable {
     }
 
     /// Stops claiming; running jobs get `drain` to finish.
-    func stop() {
+    public func stop() {
         stopping.withLockedValue { $0 = true }
         doorbell.ring()
     }

@@ -48,7 +48,7 @@ struct JobRuntimeTests {
         configuration.backoff = Backoff(base: retryBase, cap: .seconds(1))
         return JobWorker(
             database: database, databaseURL: url, handlers: handlers, periodic: periodic, configuration: configuration,
-            logger: TestEnvironment.quietLogger)
+            logger: TestEnvironment.quietLogger, started: nil)
     }
 
     /// Through a client of its own (`url.withClient`), so that it works with or without the workers' pool running.
