@@ -41,7 +41,7 @@ final class Doorbell: Sendable {
                 continuation.resume()
                 return
             }
-            let nanoseconds = Int64(JobStore.seconds(timeout) * 1e9)
+            let nanoseconds = Int64(timeout.seconds * 1e9)
             MultiThreadedEventLoopGroup.singleton.any().scheduleTask(in: .nanoseconds(max(nanoseconds, 0))) {
                 let expired = self.state.withLockedValue { state -> CheckedContinuation<Void, Never>? in
                     guard state.generation == generation, let waiter = state.waiter else { return nil }

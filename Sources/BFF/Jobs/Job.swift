@@ -68,14 +68,15 @@ public struct PeriodicJob: Sendable {
         self.handler = handler
     }
 
+    /// Whole seconds at least: ticks are counted in them.
+    private var period: Double { max(1, every.seconds) }
+
     /// The tick `now` falls in, counted from 1970 in periods: the same on every replica.
     func tick(at now: Date) -> Int64 {
-        let period = max(1, Double(every.components.seconds) + Double(every.components.attoseconds) / 1e18)
-        return Int64((now.timeIntervalSince1970 / period).rounded(.down))
+        Int64((now.timeIntervalSince1970 / period).rounded(.down))
     }
 
     func start(ofTick tick: Int64) -> Date {
-        let period = max(1, Double(every.components.seconds) + Double(every.components.attoseconds) / 1e18)
-        return Date(timeIntervalSince1970: Double(tick) * period)
+        Date(timeIntervalSince1970: Double(tick) * period)
     }
 }

@@ -17,7 +17,7 @@ struct JobStore: Sendable {
                     ORDER BY run_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 )
                 UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, locked_by = \(worker),
-                    locked_until = now() + \(Self.seconds(lease)) * interval '1 second', attempted_at = now()
+                    locked_until = now() + \(lease.seconds) * interval '1 second', attempted_at = now()
                 FROM next WHERE jobs.id = next.id
                 RETURNING jobs.id, jobs.args::text, jobs.user_id, jobs.attempt, jobs.max_attempts, jobs.run_at
                 """, logger: database.logger)
@@ -50,7 +50,7 @@ struct JobStore: Sendable {
                     state = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN 'dead' ELSE 'available' END,
                     finished_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN now() END,
                     run_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN run_at
-                                  ELSE now() + \(Self.seconds(delay)) * interval '1 second' END,
+                                  ELSE now() + \(delay.seconds) * interval '1 second' END,
                     locked_by = NULL, locked_until = NULL, last_error = left(\(error), 2000)
                 WHERE id = \(job.id) AND state = 'running' AND locked_by = \(worker)
                 RETURNING state = 'dead'
@@ -111,7 +111,7 @@ struct JobStore: Sendable {
                 """
                 WITH gone AS (
                     DELETE FROM jobs WHERE id IN (
-                        SELECT id FROM jobs WHERE finished_at < now() - \(Self.seconds(age)) * interval '1 second' LIMIT 10000)
+                        SELECT id FROM jobs WHERE finished_at < now() - \(age.seconds) * interval '1 second' LIMIT 10000)
                     RETURNING 1
                 )
                 SELECT count(*)::int8 FROM gone
@@ -137,9 +137,5 @@ struct JobStore: Sendable {
             }
             return depth
         }
-    }
-
-    static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 }

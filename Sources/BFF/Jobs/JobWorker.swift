@@ -243,7 +243,7 @@ public final class JobWorker: Service, Sendable {
                 logger.error("job dead-lettered", metadata: ["error": .string(reason)])
             } else {
                 Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "retried")]).increment()
-                logger.notice("job failed, will retry", metadata: ["error": .string(reason), "retry_in_seconds": .stringConvertible(JobStore.seconds(delay))])
+                logger.notice("job failed, will retry", metadata: ["error": .string(reason), "retry_in_seconds": .stringConvertible(delay.seconds)])
             }
         } catch {
             logger.warning("recording a failed job failed: it runs again after its lease", metadata: ["error": .string(LoggableError.describe(error))])
@@ -290,7 +290,7 @@ public final class JobWorker: Service, Sendable {
             try await database.run { [id, lease = configuration.lease, logger] client in
                 _ = try await client.query(
                     """
-                    UPDATE jobs SET locked_until = now() + \(JobStore.seconds(lease)) * interval '1 second'
+                    UPDATE jobs SET locked_until = now() + \(lease.seconds) * interval '1 second'
                     WHERE state = 'running' AND locked_by = \(id)
                     """, logger: logger)
             }

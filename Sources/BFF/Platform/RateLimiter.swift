@@ -77,7 +77,3 @@ struct TakeRateLimit: PostgresPreparedStatement {
         try row.decode((Bool, Double).self)
     }
 }
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
-}

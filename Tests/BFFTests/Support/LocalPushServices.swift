@@ -306,10 +306,6 @@ final class LocalFCM: Sendable {
         }
         return router
     }
-
-    func errorResponse(_ status: Int, _ code: String, fcmCode: String? = nil, field: String? = nil) -> Response {
-        error(status, code, fcmCode: fcmCode, field: field)
-    }
 }
 
 extension PushOutcome {
