@@ -14,20 +14,19 @@ extension Commands {
         }
         let logger = makeLogger(level: configuration.logLevel)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
+        // The worker runs inside the pools' lifetime (a pool runs once): they outlive its drain.
         try await withDatabase(dependencies.database) { client in
             try await dependencies.database.waitUntilReachable(configuration.database)
             try await dependencies.migrator.requireCurrent(client: client)
+            dependencies.warnWithoutPushServices()
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: [.init(service: AppJobs(dependencies).worker(dependencies), successTerminationBehavior: .gracefullyShutdownGroup)],
+                    gracefulShutdownSignals: [.sigterm, .sigint],
+                    logger: logger
+                ).withShutdownGrace(configuration.shutdownGrace))
+            try await group.run()
         }
-        dependencies.warnWithoutPushServices()
-        let worker = AppJobs(dependencies).worker(dependencies)
-        let group = ServiceGroup(
-            configuration: .init(
-                services: dependencies.database.clients.map { ServiceGroupConfiguration.ServiceConfiguration(service: $0) }
-                    + [.init(service: worker, successTerminationBehavior: .gracefullyShutdownGroup)],
-                gracefulShutdownSignals: [.sigterm, .sigint],
-                logger: logger
-            ).withShutdownGrace(configuration.shutdownGrace))
-        try await group.run()
     }
 
     /// The names `jobsRun` takes.

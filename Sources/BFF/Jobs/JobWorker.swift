@@ -310,8 +310,11 @@ public final class JobWorker: Service, Sendable {
     }
 
     /// LISTENs for enqueued jobs on a connection of its own, reconnecting after a failure (the
-    /// database restarting): until it is back, the poll interval bounds the delay.
+    /// database restarting): until it is back, the poll interval bounds the delay. Reconnection is
+    /// tried after half a second, then ever less often up to 5 s (or the poll interval, if shorter),
+    /// so that notifications return within seconds of the database, however long the poll interval.
     private func listen() async {
+        var failures = 0
         while !isStopping {
             var failure: (any Error)?
             do {
@@ -322,6 +325,7 @@ public final class JobWorker: Service, Sendable {
                 if !isStopping {
                     do {
                         try await connection.listen(on: JobQueue.channel) { notifications in
+                            failures = 0
                             // Jobs enqueued while no one listened are found by the next claim.
                             doorbell.ring()
                             for try await _ in notifications { doorbell.ring() }
@@ -340,7 +344,9 @@ public final class JobWorker: Service, Sendable {
             if let failure {
                 logger.notice("job notifications unavailable, polling until they are back", metadata: ["error": .string(LoggableError.describe(failure))])
             }
-            try? await Task.sleep(for: configuration.pollInterval)
+            let retry = Duration.milliseconds(500) * (1 << min(failures, 4))
+            failures += 1
+            try? await Task.sleep(for: min(retry, .seconds(5), configuration.pollInterval))
         }
     }
 

@@ -78,16 +78,6 @@ struct JobRuntimeTests {
         }
     }
 
-    /// Polls `condition` every 20 ms for up to `limit`.
-    func eventually(within limit: Duration = .seconds(20), _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < limit {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        return try await condition()
-    }
-
     @Test("a job enqueued in a transaction that rolls back does not exist; in one that commits it does, once per unique key")
     func transactionalEnqueue() async throws {
         do {

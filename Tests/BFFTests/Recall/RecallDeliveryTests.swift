@@ -97,15 +97,6 @@ struct RecallDeliveryTests {
         }
     }
 
-    func eventually(within limit: Duration = .seconds(30), _ condition: @Sendable () async throws -> Bool) async throws -> Bool {
-        let start = ContinuousClock.now
-        while ContinuousClock.now - start < limit {
-            if try await condition() { return true }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        return try await condition()
-    }
-
     func status(_ client: some TestClientProtocol, _ learner: Learner, _ recall: String) async throws -> String? {
         try await client.call(.get, "/api/v1/recalls/\(recall)", as: learner).json["status"] as? String
     }

@@ -44,7 +44,7 @@ struct RecallLoopTests {
                         let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
                         let firstInterval = try await RecallTests(database: url).interval(of: recall)
                         #expect(
-                            try await delivery.eventually {
+                            try await eventually {
                                 apns.received.withLockedValue { $0.count } == 1 && fcm.received.withLockedValue { $0.count } == 1
                             })
                         #expect(try await delivery.status(client, learner.phone, recall) == "sent")

@@ -18,7 +18,10 @@ struct ThrowawayCluster {
         self.script = script
         let pid = ProcessInfo.processInfo.processIdentifier
         directory = "\(local)/tmp/\(name)-\(pid)"
-        port = (name == "fault" ? 55_000 : 59_000) + Int(pid % 4000)
+        // The port only names the Unix socket (the cluster listens on no TCP port).
+        let bases = ["fault": 55_000, "tls": 59_000, "jobs": 61_000]
+        guard let base = bases[name] else { throw TestSetupError("no socket port range for a cluster named \(name)") }
+        port = base + Int(pid % 4000)
     }
 
     /// The data directory (`postgresql.conf`, and the files it names).
