@@ -90,6 +90,25 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
+        // Local stand-ins for APNs, FCM and Notification Hubs that speak their protocols and check what
+        // they receive: the tests' servers, the benchmark's, and scripts/dev's (push-stand-in).
+        .target(
+            name: "PushStandIns",
+            dependencies: [
+                "BFFWire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "push-stand-in",
+            dependencies: ["PushStandIns", .product(name: "Logging", package: "swift-log")]
+        ),
         .executableTarget(
             name: "bff-bench",
             dependencies: [
@@ -114,6 +133,7 @@ let package = Package(
                 "BFF",
                 "BFFWire",
                 "EventLoopExecutor",
+                "PushStandIns",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),

@@ -326,6 +326,32 @@ random_base64url() {
   head -c "${1:-32}" /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='
 }
 
+# start_push_stand_in BIN DIR APNS_PORT FCM_PORT LATENCY_MS: local APNs and FCM servers
+# (push-stand-in) in the background, with a certificate for localhost made here. They check what
+# they receive as the real services do, but no push reaches a phone. Accepted pushes are logged to
+# DIR/deliveries.log; DIR/push.env holds the BFF_* lines that point a server at them.
+start_push_stand_in() {
+  local bin="$1" dir="$2" apns_port="$3" fcm_port="$4" latency="$5" pid waited=0
+  [[ -x "$bin" ]] || die "$bin not found"
+  ensure_commands openssl:openssl
+  mkdir -p "$dir"
+  rm -f "$dir/push.env"
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:TRUE \
+    -keyout "$dir/tls.key" -out "$dir/tls.crt" >/dev/null 2>&1 || die "openssl could not make the push stand-ins' certificate"
+  free_port "$apns_port"
+  free_port "$fcm_port"
+  "$bin" --dir "$dir" --cert "$dir/tls.crt" --key "$dir/tls.key" --apns-port "$apns_port" --fcm-port "$fcm_port" \
+    --latency-ms "$latency" >>"$dir/deliveries.log" 2>>"$dir/stand-in.log" &
+  pid=$!
+  CLEANUP_PIDS+=("$pid")
+  until [[ -s "$dir/push.env" ]]; do
+    kill -0 "$pid" 2>/dev/null || { tail -n 20 "$dir/stand-in.log" >&2; die "push-stand-in exited"; }
+    ((waited++ < 300)) || die "push-stand-in did not start within 30 s"
+    sleep 0.1
+  done
+}
+
 # start_oidc_mock PORT: oidc-provider-mock on 127.0.0.1:PORT in the background.
 # The authorize page shows a form (pick a subject, press Authorize) and no
 # other interaction; any client id and redirect URI are accepted.

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
+import PushStandIns
 import Testing
 
 @testable import BFF

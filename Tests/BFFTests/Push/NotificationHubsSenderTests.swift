@@ -1,5 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
+import PushStandIns
 import Testing
 
 @testable import BFF

@@ -3,6 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOConcurrencyHelpers
 import PostgresNIO
+import PushStandIns
 import Testing
 
 @testable import BFF

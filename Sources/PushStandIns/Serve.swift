@@ -1,0 +1,43 @@
+import Hummingbird
+import HummingbirdHTTP2
+import Logging
+import NIOConcurrencyHelpers
+import NIOSSL
+import ServiceLifecycle
+
+/// TLS for a stand-in from a PEM certificate chain and key (both push services speak HTTPS only).
+public func standInTLS(certificatePath: String, keyPath: String) throws -> TLSConfiguration {
+    TLSConfiguration.makeServerConfiguration(
+        certificateChain: try NIOSSLCertificate.fromPEMFile(certificatePath).map { .certificate($0) },
+        privateKey: .privateKey(try NIOSSLPrivateKey(file: keyPath, format: .pem)))
+}
+
+/// Runs `router` over HTTP/2 (and HTTP/1.1) with TLS on 127.0.0.1:`port` (0: a free one) while
+/// `body` runs, and hands `body` its base URL, `https://localhost:PORT`.
+public func serveStandIn<T: Sendable>(
+    _ router: Router<BasicRequestContext>, tls: TLSConfiguration, port: Int = 0, logger: Logger,
+    _ body: @escaping @Sendable (String) async throws -> T
+) async throws -> T {
+    let bound = NIOLockedValueBox(0)
+    let started = AsyncStream<Void>.makeStream()
+    let app = Application(
+        router: router, server: try .http2Upgrade(tlsConfiguration: tls),
+        configuration: .init(address: .hostname("127.0.0.1", port: port)),
+        onServerRunning: { channel in
+            bound.withLockedValue { $0 = channel.localAddress?.port ?? 0 }
+            started.continuation.yield()
+        },
+        logger: logger)
+    return try await withThrowingTaskGroup(of: T?.self) { group in
+        let services = ServiceGroup(services: [app], logger: logger)
+        group.addTask {
+            try await services.run()
+            return nil
+        }
+        for await _ in started.stream { break }
+        defer { Task { await services.triggerGracefulShutdown() } }
+        let result = try await body("https://localhost:\(bound.withLockedValue { $0 })")
+        await services.triggerGracefulShutdown()
+        return result
+    }
+}
