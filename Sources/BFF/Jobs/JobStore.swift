@@ -29,12 +29,13 @@ struct JobStore: Sendable {
         }
     }
 
-    func complete(_ job: Job, worker: String) async throws {
+    /// Marks the jobs completed; a job whose lease this worker no longer holds is left alone.
+    func complete(ids: [Int64], worker: String) async throws {
         try await database.run { client in
             _ = try await client.query(
                 """
                 UPDATE jobs SET state = 'completed', finished_at = now(), locked_by = NULL, locked_until = NULL, last_error = NULL
-                WHERE id = \(job.id) AND state = 'running' AND locked_by = \(worker)
+                WHERE id = ANY(\(ids)) AND state = 'running' AND locked_by = \(worker)
                 """, logger: database.logger)
         }
     }
@@ -97,7 +98,11 @@ struct JobStore: Sendable {
     func nextRunAt(kinds: [String]) async throws -> Date? {
         try await database.run { client in
             let rows = try await client.query(
-                "SELECT min(run_at) FROM jobs WHERE state = 'available' AND kind = ANY(\(kinds))", logger: database.logger)
+                // One index probe per kind: min() over `kind = ANY(…)` read every available job's entry.
+                """
+                SELECT min(next.run_at) FROM unnest(\(kinds)::text[]) AS k (kind),
+                    LATERAL (SELECT run_at FROM jobs WHERE state = 'available' AND kind = k.kind ORDER BY run_at LIMIT 1) AS next
+                """, logger: database.logger)
             var next: Date?
             for try await value in rows.decode(Date?.self) { next = value }
             return next

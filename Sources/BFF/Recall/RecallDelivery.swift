@@ -125,7 +125,9 @@ struct RecallDelivery: Sendable {
         switch outcome {
         case .sent:
             Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "sent")]).increment()
+            // The recall's other device took it to sent already: nothing to write.
             let firstAcceptance = try await database.run { client in
+                guard current.status == "scheduled" else { return false }
                 var updated = false
                 for try await _ in try await client.query(
                     """
