@@ -4,6 +4,8 @@
 //   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)
 //   bff-bench tokens  --users FILE --out FILE [--lifetime S]                   (BFF_* environment)
 //   bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
+//   bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
+//   bff-bench register --server URL --database URL [--count N]                (BFF_* environment)
 //
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
@@ -41,9 +43,11 @@ struct Options {
 
     func string(_ name: String, default fallback: String) -> String { values[name] ?? fallback }
 
-    func int(_ name: String, default fallback: Int) throws -> Int {
+    func int(_ name: String, default fallback: Int, allowZero: Bool = false) throws -> Int {
         guard let text = values[name] else { return fallback }
-        guard let value = Int(text), value > 0 else { throw Failure("--\(name) must be a positive integer, got '\(text)'") }
+        guard let value = Int(text), value > 0 || (allowZero && value == 0) else {
+            throw Failure("--\(name) must be a \(allowZero ? "non-negative" : "positive") integer, got '\(text)'")
+        }
         return value
     }
 }
@@ -60,6 +64,15 @@ func format(_ value: Double, _ digits: Int = 1) -> String { String(format: "%.\(
 
 func nanoseconds(_ duration: Duration) -> Double {
     Double(duration.components.seconds) * 1e9 + Double(duration.components.attoseconds) / 1e9
+}
+
+func seconds(_ duration: Duration) -> Double { nanoseconds(duration) / 1e9 }
+
+/// The database and job runtime's own logging, quiet: only errors.
+func benchLogger() -> Logger {
+    var logger = Logger(label: "bff-bench")
+    logger.logLevel = .error
+    return logger
 }
 
 func randomBase64URL(bytes: Int) -> String {
@@ -218,11 +231,7 @@ func benchJobs(_ options: Options) async throws {
     let enqueuers = try options.int("enqueuers", default: 32)
     let concurrency = try options.int("concurrency", default: 64)
     let url = try DatabaseURL(parsing: try options.string("database"))
-    let logger = {
-        var logger = Logger(label: "bff-bench")
-        logger.logLevel = .error
-        return logger
-    }()
+    let logger = benchLogger()
     let database = Database(configuration: url, perEventLoopOf: .singleton, timeout: .seconds(30), poolSize: enqueuers + 8, logger: logger)
     let done = NIOLockedValueBox(0)
     let finished = AsyncStream<Void>.makeStream()
@@ -238,7 +247,7 @@ func benchJobs(_ options: Options) async throws {
         database: database, databaseURL: url, handlers: [handler],
         configuration: .init(concurrency: concurrency, pollInterval: .milliseconds(200), lease: .seconds(60), drain: .seconds(5)),
         logger: logger)
-    let seconds = try await Commands.withDatabase(database) { client in
+    let elapsed = try await Commands.withDatabase(database) { client in
         _ = try await client.query("DELETE FROM jobs WHERE kind = \(kind)")
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await worker.run() }
@@ -261,16 +270,13 @@ func benchJobs(_ options: Options) async throws {
             let elapsed = ContinuousClock.now - start
             worker.stop()
             try await group.waitForAll()
-            func seconds(_ duration: Duration) -> Double {
-                Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
-            }
             // Which side bounds the rate: the enqueues, or the worker still running jobs after them.
             print("jobs: all enqueued after \(format(seconds(enqueued), 2)) s, when \(ranByThen) had run")
             return seconds(elapsed)
         }
     }
-    print("jobs: \(count) no-op jobs enqueued by \(enqueuers) tasks, run by one worker (\(concurrency) at once) in \(format(seconds, 2)) s")
-    result("jobs_per_second", Double(count) / seconds)
+    print("jobs: \(count) no-op jobs enqueued by \(enqueuers) tasks, run by one worker (\(concurrency) at once) in \(format(elapsed, 2)) s")
+    result("jobs_per_second", Double(count) / elapsed)
 }
 
 // MARK: - main
@@ -280,7 +286,9 @@ let usage = """
            bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]
            bff-bench tokens  --users FILE --out FILE [--lifetime S]
            bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
-    pairs and tokens read the server's BFF_* environment (database, keys). scripts/bench runs them all.
+           bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
+           bff-bench register --server URL --database URL [--count N]
+    pairs, tokens and register read the server's BFF_* environment (database, keys). scripts/bench runs them all.
     """
 
 let arguments = CommandLine.arguments
@@ -292,6 +300,8 @@ do {
     case "pairs": try await benchPairs(options)
     case "tokens": try await benchTokens(options)
     case "jobs": try await benchJobs(options)
+    case "push": try await benchPush(options)
+    case "register": try await benchRegister(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
     }

@@ -330,6 +330,8 @@ random_base64url() {
 # (push-stand-in) in the background, with a certificate for localhost made here. They check what
 # they receive as the real services do, but no push reaches a phone. Accepted pushes are logged to
 # DIR/deliveries.log; DIR/push.env holds the BFF_* lines that point a server at them.
+# PUSH_STAND_IN_PID is the process's id.
+PUSH_STAND_IN_PID=""
 start_push_stand_in() {
   local bin="$1" dir="$2" apns_port="$3" fcm_port="$4" latency="$5" pid waited=0
   [[ -x "$bin" ]] || die "$bin not found"
@@ -344,6 +346,7 @@ start_push_stand_in() {
   "$bin" --dir "$dir" --cert "$dir/tls.crt" --key "$dir/tls.key" --apns-port "$apns_port" --fcm-port "$fcm_port" \
     --latency-ms "$latency" >>"$dir/deliveries.log" 2>>"$dir/stand-in.log" &
   pid=$!
+  PUSH_STAND_IN_PID=$pid
   CLEANUP_PIDS+=("$pid")
   until [[ -s "$dir/push.env" ]]; do
     kill -0 "$pid" 2>/dev/null || { tail -n 20 "$dir/stand-in.log" >&2; die "push-stand-in exited"; }

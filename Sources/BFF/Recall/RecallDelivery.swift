@@ -6,7 +6,7 @@ import PostgresNIO
 
 /// The re-recall's last hop (JOB-001, JOB-002): a recall that comes due fans out into one push job
 /// per registered device, and each push job asks its service once per attempt.
-struct RecallDelivery: Sendable {
+public struct RecallDelivery: Sendable {
     static let deliverKind = "recall.deliver"
     static let sendKind = "push.send"
 
@@ -32,7 +32,8 @@ struct RecallDelivery: Sendable {
     }
 
     /// The recall's delivery at `dueAt`, in the caller's transaction; one per recall and due time.
-    static func enqueueDelivery(recallID: UUID, userID: UUID, dueAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
+    /// Public for the benchmark, which seeds recalls as the scheduler makes them.
+    public static func enqueueDelivery(recallID: UUID, userID: UUID, dueAt: Date, on connection: PostgresConnection, logger: Logger) async throws {
         let millis = Int64((dueAt.timeIntervalSince1970 * 1000).rounded())
         try await JobQueue.enqueue(
             deliverKind, DeliverArgs(recallID: recallID, dueAt: dueAt.timeIntervalSince1970),
