@@ -105,6 +105,17 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // A local OpenAI-compatible Chat Completions server in the OpenAI and Azure dialects, checking
+        // what it receives and answering as scripted: the tests' LLM, the benchmark's and scripts/dev's.
+        .target(
+            name: "LLMStandIn",
+            dependencies: [
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .executableTarget(
             name: "push-stand-in",
             dependencies: ["PushStandIns", .product(name: "Logging", package: "swift-log")]
@@ -135,6 +146,7 @@ let package = Package(
                 "BFF",
                 "BFFWire",
                 "EventLoopExecutor",
+                "LLMStandIn",
                 "PushStandIns",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

@@ -39,6 +39,8 @@ public struct AppConfiguration: Sendable {
     public var pushConcurrency: Int
     /// The push services and the outbound CA file.
     public var push: PushConfiguration
+    /// The tutoring turn's LLM (`BFF_LLM_*`); nil without `BFF_LLM_BASE_URL`.
+    public var llm: LLMConfiguration?
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -84,6 +86,7 @@ public struct AppConfiguration: Sendable {
         }
         pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 64, range: 1...10_000)
         push = try PushConfiguration(reader)
+        llm = try LLMConfiguration(reader)
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -1,0 +1,38 @@
+import AsyncHTTPClient
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import NIOSSL
+
+/// The process's clients for the services it calls (push services, the LLM): the system's roots plus
+/// `BFF_OUTBOUND_CA_FILE` (tests' local services, an operator's TLS-inspecting proxy), HTTP/2 where
+/// the service offers it (APNs requires it), no redirects (nothing is re-sent elsewhere), bounded
+/// connects, and a read timeout between two reads of a response (an LLM's stream may pause longer
+/// than a push service may take to answer).
+enum OutboundHTTP {
+    /// One client per CA file and read timeout for the life of the process (a client must be shut
+    /// down before it is released, and a process's services share it until exit).
+    private static let clients = NIOLockedValueBox<[String: HTTPClient]>([:])
+
+    static func client(extraCAFile: String?, readTimeout: Duration = .seconds(15)) throws -> HTTPClient {
+        try clients.withLockedValue { clients in
+            let key = "\(readTimeout.components.seconds) \(extraCAFile ?? "")"
+            if let client = clients[key] { return client }
+            let client = try makeClient(extraCAFile: extraCAFile, readTimeout: readTimeout)
+            clients[key] = client
+            return client
+        }
+    }
+
+    private static func makeClient(extraCAFile: String?, readTimeout: Duration) throws -> HTTPClient {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let extraCAFile {
+            tls.additionalTrustRoots = [.certificates(try NIOSSLCertificate.fromPEMFile(extraCAFile))]
+        }
+        var configuration = HTTPClient.Configuration(
+            tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .nanoseconds(readTimeout.nanoseconds)))
+        configuration.httpVersion = .automatic
+        configuration.connectionPool = .init(idleTimeout: .seconds(60))
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+    }
+}
