@@ -117,6 +117,10 @@ let package = Package(
             ]
         ),
         .executableTarget(
+            name: "llm-stand-in",
+            dependencies: ["LLMStandIn", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
             name: "push-stand-in",
             dependencies: ["PushStandIns", .product(name: "Logging", package: "swift-log")]
         ),

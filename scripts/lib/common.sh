@@ -355,6 +355,26 @@ start_push_stand_in() {
   done
 }
 
+# start_llm_stand_in BIN PORT LOG: a local OpenAI-compatible Chat Completions server
+# (llm-stand-in) on 127.0.0.1:PORT in the background: it checks requests as the real APIs do and
+# streams the same curious question to every turn, without a model. Point a server at it with
+# BFF_LLM_BASE_URL=http://127.0.0.1:PORT/v1, BFF_LLM_API_KEY=local-llm-key, BFF_LLM_MODEL=local-tutor.
+start_llm_stand_in() {
+  local bin="$1" port="$2" log_file="$3" pid waited=0
+  [[ -x "$bin" ]] || die "$bin not found"
+  free_port "$port"
+  : >"$log_file"
+  "$bin" --port "$port" >>"$log_file" 2>&1 &
+  pid=$!
+  CLEANUP_PIDS+=("$pid")
+  # It says its URL once it listens.
+  until grep -q "/v1/chat/completions" "$log_file"; do
+    alive "$pid" || { tail -n 20 "$log_file" >&2; die "llm-stand-in exited"; }
+    ((waited++ < 300)) || die "llm-stand-in did not start within 30 s"
+    sleep 0.1
+  done
+}
+
 # start_oidc_mock PORT: oidc-provider-mock on 127.0.0.1:PORT in the background.
 # The authorize page shows a form (pick a subject, press Authorize) and no
 # other interaction; any client id and redirect URI are accepted.

@@ -12,6 +12,7 @@ struct APIService: APIProtocol {
     let settings: SettingsRepository
     let pushTokens: PushTokenRepository
     let recalls: RecallRepository
+    let turns: ChatTurn
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
@@ -21,6 +22,9 @@ struct APIService: APIProtocol {
         settings = SettingsRepository(database: dependencies.database, recalls: dependencies.recalls)
         pushTokens = PushTokenRepository(database: dependencies.database)
         recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.recalls)
+        turns = ChatTurn(
+            database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.llm,
+            logger: dependencies.logger)
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
@@ -39,8 +43,17 @@ struct APIService: APIProtocol {
     // Operations of later issues: the contract's credentials are still required, so a client sees
     // the 401 or 403 it will meet once the operation lands, and only an authorised call the 501.
     func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output {
-        _ = try Authorization.require("chat:rw")
-        throw APIError.notImplemented
+        let principal = try Authorization.require("chat:rw")
+        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        let chatID = try body.chatId.map { text in
+            guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", "must be a UUID") }
+            return id
+        }
+        let result = try await turns.run(
+            userID: principal.userID,
+            request: .init(chatID: chatID, message: body.message, subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil),
+            idempotencyKey: AppRequestContext.current?.idempotencyKey)
+        return .ok(.init(body: .json(.init(chatId: result.chatID.uuidString.lowercased(), userMessage: result.userMessage.schema, reply: result.reply.schema))))
     }
 
     func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {

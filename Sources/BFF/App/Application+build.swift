@@ -23,6 +23,8 @@ public struct AppDependencies: Sendable {
     let chats: ChatRepository
     let recalls: RecallScheduler
     let pushSenders: PushSenders
+    /// The tutoring turn's LLM; nil without `BFF_LLM_BASE_URL`.
+    let llm: LLMClient?
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()
@@ -54,6 +56,7 @@ public struct AppDependencies: Sendable {
         self.recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
         self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
         self.pushSenders = try PushSenders(configuration: configuration.push)
+        self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile, logger: logger) }
     }
 }
 

@@ -87,7 +87,7 @@ struct ChatCreation: Sendable {
     }
 
     /// The subject and topic must exist and agree; a topic alone implies its subject.
-    private static func catalogue(
+    static func catalogue(
         _ connection: PostgresConnection, subjectID: String?, topicID: String?,
         logger: Logger
     ) async throws -> (String?, String?) {

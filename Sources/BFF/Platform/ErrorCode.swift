@@ -31,6 +31,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case idempotencyInProgress = "idempotency_in_progress"
     case recallDone = "recall_done"
     case recallCanceled = "recall_canceled"
+    case chatEnded = "chat_ended"
     // 413, 415
     case payloadTooLarge = "payload_too_large"
     case unsupportedMediaType = "unsupported_media_type"
@@ -40,6 +41,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case idempotencyKeyReused = "idempotency_key_reused"
     case unknownSubject = "unknown_subject"
     case unknownTopic = "unknown_topic"
+    case contentFiltered = "content_filtered"
     // 429
     case rateLimited = "rate_limited"
     // 500, 501
@@ -63,10 +65,10 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .insufficientScope, .originNotAllowed: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
-        case .staleUpdate, .idempotencyInProgress, .recallDone, .recallCanceled: .conflict
+        case .staleUpdate, .idempotencyInProgress, .recallDone, .recallCanceled, .chatEnded: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
-        case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic: .unprocessableContent
+        case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic, .contentFiltered: .unprocessableContent
         case .rateLimited: .tooManyRequests
         case .internal: .internalServerError
         case .notImplemented: .notImplemented
@@ -99,6 +101,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .idempotencyInProgress: "A request with this Idempotency-Key is still being processed; retry."
         case .recallDone: "This recall was already evaluated."
         case .recallCanceled: "This recall was canceled: its chat was deleted."
+        case .chatEnded: "This chat has ended; start a new one."
         case .payloadTooLarge: "The request body is larger than allowed."
         case .unsupportedMediaType: "Send the body as application/json."
         case .validationFailed: "The request does not match the contract."
@@ -106,6 +109,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .idempotencyKeyReused: "This Idempotency-Key was used with another request body."
         case .unknownSubject: "No such subject."
         case .unknownTopic: "No such topic."
+        case .contentFiltered: "The tutor cannot answer this message. Please rephrase it."
         case .rateLimited: "Too many requests; retry later."
         case .internal: "An internal error occurred; it has been logged with the request id."
         case .notImplemented: "This operation is specified but not available yet."

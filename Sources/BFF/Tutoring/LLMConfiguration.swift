@@ -24,6 +24,8 @@ public struct LLMConfiguration: Sendable, Equatable {
     /// The whole turn's upstream call, first byte to last.
     public var totalTimeout: Duration
     public var maxOutputTokens: Int
+    /// Characters of a chat's history sent with a turn, counted from the newest message back.
+    public var historyBudget: Int
 
     /// The URL a chat completion is posted to.
     var endpoint: String {
@@ -60,11 +62,13 @@ public struct LLMConfiguration: Sendable, Equatable {
             throw ConfigurationError("BFF_LLM_TOTAL_TIMEOUT", "must not be shorter than BFF_LLM_TIMEOUT")
         }
         maxOutputTokens = try reader.int("BFF_LLM_MAX_OUTPUT_TOKENS", default: 800, range: 16...32_768)
+        historyBudget = try reader.int("BFF_LLM_HISTORY_CHARS", default: 12_000, range: 0...1_000_000)
     }
 
     public init(
         api: API, baseURL: String, apiKey: String?, model: String, apiVersion: String = "2024-10-21",
-        firstTokenTimeout: Duration = .seconds(15), totalTimeout: Duration = .seconds(60), maxOutputTokens: Int = 800
+        firstTokenTimeout: Duration = .seconds(15), totalTimeout: Duration = .seconds(60), maxOutputTokens: Int = 800,
+        historyBudget: Int = 12_000
     ) {
         self.api = api
         self.baseURL = baseURL
@@ -74,5 +78,6 @@ public struct LLMConfiguration: Sendable, Equatable {
         self.firstTokenTimeout = firstTokenTimeout
         self.totalTimeout = totalTimeout
         self.maxOutputTokens = maxOutputTokens
+        self.historyBudget = historyBudget
     }
 }

@@ -1,0 +1,265 @@
+import BFFAPI
+import Crypto
+import Foundation
+import HTTPTypes
+import Logging
+import PostgresNIO
+
+/// One tutoring turn (API-030): the learner's message to the LLM in the role reversal's prompt, and
+/// the message with its reply stored together, or nothing.
+///
+/// The LLM call takes seconds, so no transaction spans it. With an `Idempotency-Key` the key is
+/// claimed first in a transaction of its own (in progress: status NULL), and the turn's messages and
+/// its stored answer commit together after the reply; a failed call gives the key back, so the app's
+/// re-send with the same key asks again. A key left in progress by a process that died is free once
+/// the longest a call may take has passed.
+struct ChatTurn: Sendable {
+    let database: Database
+    let chats: ChatRepository
+    let limiter: RateLimiter
+    /// Nil without `BFF_LLM_BASE_URL`: every turn is 503 `llm_unavailable`.
+    let llm: LLMClient?
+    let logger: Logger
+
+    static let operation = "chatTurn"
+    /// API-030: 5 turns per 10 seconds per user.
+    static let rate = 5
+    static let period: Duration = .seconds(10)
+
+    struct Request: Codable, Sendable {
+        let chatID: UUID?
+        let message: String
+        let subjectID: String?
+        let topicID: String?
+    }
+
+    struct StoredMessage: Codable, Sendable, Equatable {
+        let id: UUID
+        let role: String
+        let content: String
+        let createdMicros: Int64
+    }
+
+    struct Result: Codable, Sendable, Equatable {
+        let chatID: UUID
+        let userMessage: StoredMessage
+        let reply: StoredMessage
+    }
+
+    func run(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Result {
+        guard !request.message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
+            throw APIError.validation("message", "must not be blank")
+        }
+        if let key = idempotencyKey {
+            guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
+                throw APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
+            }
+        }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let requestHash = Data(SHA256.hash(data: try encoder.encode(request)))
+        // A replay answers before anything is counted or asked.
+        if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) { return earlier }
+        guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
+        let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
+        guard decision.allowed else { throw APIError.rateLimited(decision) }
+
+        let context = try await prepare(userID: userID, request: request)
+        if let key = idempotencyKey {
+            try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
+        }
+        do {
+            let prompt = TutoringPrompt.messages(context.prompt, history: context.history, message: request.message, budget: llm.configuration.historyBudget)
+            let completion = try await llm.complete(LLMRequest(messages: prompt))
+            let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
+            logger.info(
+                "tutoring turn",
+                metadata: [
+                    "chat_id": .string(result.chatID.uuidString.lowercased()), "model": .string(completion.model),
+                    "prompt_tokens": .stringConvertible(completion.promptTokens), "completion_tokens": .stringConvertible(completion.completionTokens),
+                ])
+            return result
+        } catch {
+            if let key = idempotencyKey { try? await release(userID: userID, key: key) }
+            throw Self.answer(for: error, logger: logger)
+        }
+    }
+
+    /// What the prompt needs, read before the call: the chat's state and history, or a new chat's catalogue entries.
+    struct Context: Sendable {
+        var prompt: TutoringPrompt.Context
+        var history: [LLMMessage]
+        /// A new chat's subject and topic ids; nil for an existing chat.
+        var newChat: (subjectID: String?, topicID: String?)?
+    }
+
+    private func prepare(userID: UUID, request: Request) async throws -> Context {
+        try await database.run { client in
+            var difficulty = 3
+            for try await value in try await client.query(
+                "SELECT difficulty FROM user_settings WHERE user_id = \(userID)", logger: logger
+            ).decode(Int16.self) { difficulty = Int(value) }
+            guard let chatID = request.chatID else {
+                let (subjectID, topicID) = try await client.withConnection { connection in
+                    try await ChatCreation.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
+                }
+                let names = try await Self.names(client, subjectID: subjectID, topicID: topicID, logger: logger)
+                return Context(prompt: .init(subject: names.subject, topic: names.topic, difficulty: difficulty), history: [], newChat: (subjectID, topicID))
+            }
+            var found: (status: String, subjectID: String?, topicID: String?, reopened: Bool)?
+            for try await row in try await client.query(
+                """
+                SELECT c.status, c.subject_id, c.topic_id,
+                       EXISTS (SELECT 1 FROM recalls r WHERE r.chat_id = c.id AND r.user_id = c.user_id AND r.status = 'opened')
+                FROM chats c WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL
+                """, logger: logger
+            ).decode((String, String?, String?, Bool).self) { found = (row.0, row.1, row.2, row.3) }
+            guard let found else { throw APIError.notFound }
+            // An opened recall reopens its ended chat for the re-recall conversation (UC-002).
+            guard found.status != "ended" || found.reopened else { throw APIError(.chatEnded) }
+            var history: [LLMMessage] = []
+            for try await (role, content) in try await client.query(
+                """
+                SELECT role, content FROM (
+                    SELECT role, content, created_at, id FROM messages
+                    WHERE chat_id = \(chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
+                    ORDER BY created_at DESC, id DESC LIMIT 200
+                ) newest ORDER BY created_at, id
+                """, logger: logger
+            ).decode((String, String).self) {
+                history.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content))
+            }
+            let names = try await Self.names(client, subjectID: found.subjectID, topicID: found.topicID, logger: logger)
+            return Context(prompt: .init(subject: names.subject, topic: names.topic, difficulty: difficulty), history: history, newChat: nil)
+        }
+    }
+
+    private static func names(_ client: PostgresClient, subjectID: String?, topicID: String?, logger: Logger) async throws -> (subject: String?, topic: String?) {
+        var names: (subject: String?, topic: String?) = (nil, nil)
+        for try await (subject, topic) in try await client.query(
+            "SELECT (SELECT name FROM subjects WHERE id = \(subjectID)), (SELECT name FROM topics WHERE id = \(topicID))", logger: logger
+        ).decode((String?, String?).self) { names = (subject, topic) }
+        return names
+    }
+
+    /// The messages, the chat's counters and the key's answer, in one transaction.
+    private func store(userID: UUID, request: Request, context: Context, completion: LLMCompletion, idempotencyKey: String?) async throws -> Result {
+        try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection in
+                var chatID = request.chatID
+                if let newChat = context.newChat {
+                    chatID = try await chats.create(
+                        on: connection, userID: userID, title: TutoringPrompt.title(from: request.message), subjectID: newChat.subjectID,
+                        topicID: newChat.topicID, logger: logger
+                    ).id
+                }
+                guard let chatID else { throw APIError.notFound }
+                var stored: [StoredMessage] = []
+                for try await (id, role, content, micros) in try await connection.query(
+                    """
+                    WITH chat AS (
+                        UPDATE chats SET message_count = message_count + 2, last_message_preview = left(\(completion.text), 140),
+                            updated_at = bff_chat_stamp(\(userID))
+                        WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+                        RETURNING id, user_id
+                    ), at AS (SELECT clock_timestamp() AS now)
+                    INSERT INTO messages (chat_id, user_id, role, content, created_at, model, prompt_tokens, completion_tokens)
+                    SELECT id, user_id, 'user', \(request.message), at.now, NULL, NULL, NULL FROM chat, at
+                    UNION ALL
+                    SELECT id, user_id, 'assistant', \(completion.text), at.now + interval '1 microsecond', \(completion.model),
+                           \(completion.promptTokens), \(completion.completionTokens) FROM chat, at
+                    RETURNING id, role, content, (extract(epoch FROM created_at) * 1000000)::int8
+                    """, logger: logger
+                ).decode((UUID, String, String, Int64).self) {
+                    stored.append(StoredMessage(id: id, role: role, content: content, createdMicros: micros))
+                }
+                // The chat was deleted while the LLM answered.
+                guard let user = stored.first(where: { $0.role == "user" }), let reply = stored.first(where: { $0.role == "assistant" }) else {
+                    throw APIError.notFound
+                }
+                let result = Result(chatID: chatID, userMessage: user, reply: reply)
+                if let key = idempotencyKey {
+                    _ = try await connection.query(
+                        """
+                        UPDATE idempotency_keys SET status_code = 200, response_body = \(try JSONEncoder().encode(result))
+                        WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
+                        """, logger: logger)
+                }
+                return result
+            }
+        }
+    }
+
+    /// The first turn's answer for `key`; throws while it is still running or when the key came with another body.
+    private func stored(userID: UUID, key: String, requestHash: Data) async throws -> Result? {
+        try await database.run { client in
+            for try await (hash, body) in try await client.query(
+                """
+                SELECT request_hash, response_body FROM idempotency_keys
+                WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
+                  AND created_at > now() - make_interval(secs => \(ChatCreation.keyLifetimeSeconds))
+                """, logger: logger
+            ).decode((Data, Data?).self) {
+                guard hash == requestHash else { throw IdempotencyError.keyReused }
+                guard let body else { return nil }
+                return try? JSONDecoder().decode(Result.self, from: body)
+            }
+            return nil
+        }
+    }
+
+    /// Takes `key` for this turn; a key already taken by a turn still running is 409.
+    private func claim(userID: UUID, key: String, requestHash: Data, stale: Duration) async throws {
+        try await database.run { client in
+            var owned = false
+            for try await _ in try await client.query(
+                """
+                INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
+                VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
+                ON CONFLICT (user_id, operation, key) DO UPDATE
+                    SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
+                    WHERE idempotency_keys.created_at < now() - make_interval(secs => \(ChatCreation.keyLifetimeSeconds))
+                       OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(stale.seconds)))
+                RETURNING 1
+                """, logger: logger)
+            { owned = true }
+            guard owned else { throw IdempotencyError.inProgress }
+        }
+    }
+
+    private func release(userID: UUID, key: String) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                DELETE FROM idempotency_keys
+                WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key) AND status_code IS NULL
+                """, logger: logger)
+        }
+    }
+
+    /// The learner's answer to a failed turn: the LLM's failures as the contract names them.
+    static func answer(for error: any Error, logger: Logger) -> any Error {
+        guard let failure = error as? LLMFailure else { return error }
+        switch failure {
+        case .unavailable(let reason, let retryAfter):
+            logger.warning("LLM unavailable", metadata: ["reason": .string(reason)])
+            var headers: HTTPFields = [:]
+            if let retryAfter { headers[.retryAfter] = String(max(1, Int(retryAfter.seconds.rounded(.up)))) }
+            return APIError(.llmUnavailable, headers: headers)
+        case .contentFiltered(let reason):
+            logger.notice("LLM content filter", metadata: ["reason": .string(reason)])
+            return APIError(.contentFiltered)
+        case .misconfigured(let reason):
+            logger.error("the LLM refused our configuration; check BFF_LLM_*", metadata: ["reason": .string(reason)])
+            return APIError(.llmUnavailable)
+        }
+    }
+}
+
+extension ChatTurn.StoredMessage {
+    var schema: Components.Schemas.Message {
+        .init(
+            id: id.uuidString.lowercased(), role: Components.Schemas.Message.RolePayload(rawValue: role) ?? .system, content: content,
+            createdAt: Date(micros: createdMicros))
+    }
+}

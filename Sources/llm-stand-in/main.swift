@@ -1,0 +1,53 @@
+// llm-stand-in: a local OpenAI-compatible Chat Completions server for development and the contract
+// run (LLMStandIn). It checks requests as the real APIs do but runs no model: every reply is the
+// same curious question, streamed in pieces.
+//
+//   llm-stand-in --port P [--api-key K] [--model M] [--first-chunk-ms N] [--interval-ms N]
+//
+// Serves `POST /v1/chat/completions` (BFF_LLM_API=openai, BFF_LLM_BASE_URL=http://127.0.0.1:P/v1)
+// and the Azure path (BFF_LLM_API=azure, BFF_LLM_BASE_URL=http://127.0.0.1:P). Runs until killed.
+import Foundation
+import LLMStandIn
+import Logging
+
+func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
+
+var values: [String: String] = [:]
+var rest = CommandLine.arguments.dropFirst()
+while let name = rest.popFirst() {
+    guard name.hasPrefix("--"), let value = rest.popFirst() else {
+        write("usage: llm-stand-in --port P [--api-key K] [--model M] [--first-chunk-ms N] [--interval-ms N]")
+        exit(2)
+    }
+    values[String(name.dropFirst(2))] = value
+}
+guard let port = values["port"].flatMap(Int.init) else {
+    write("llm-stand-in: --port is required")
+    exit(2)
+}
+let first = Duration.milliseconds(Int(values["first-chunk-ms"] ?? "0") ?? 0)
+let interval = Duration.milliseconds(Int(values["interval-ms"] ?? "0") ?? 0)
+let logger = {
+    var logger = Logger(label: "llm-stand-in")
+    logger.logLevel = .warning
+    return logger
+}()
+let llm = LocalLLM(apiKey: values["api-key"] ?? "local-llm-key", model: values["model"] ?? "local-tutor") { _, number in
+    write("llm-stand-in: request \(number)")
+    return .reply(["なるほど。", "では、", "どうしてそうなるのか、", "もう少しくわしく教えてくれる？"], firstChunkAfter: first, interval: interval)
+}
+do {
+    try await serveLocalLLM(llm.router, port: port, logger: logger) { base in
+        write("llm-stand-in: \(base)/v1/chat/completions (model \(llm.model)), Azure path under \(base)/openai/deployments/")
+        while true {
+            try await Task.sleep(for: .seconds(1))
+            for violation in llm.violations.withLockedValue({ violations in
+                defer { violations = [] }
+                return violations
+            }) { write("llm-stand-in: refused a request: \(violation)") }
+        }
+    }
+} catch {
+    write("llm-stand-in: \(error)")
+    exit(1)
+}

@@ -1,0 +1,237 @@
+import AsyncHTTPClient
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import LLMStandIn
+import NIOConcurrencyHelpers
+import NIOCore
+import PostgresNIO
+import Testing
+
+@testable import BFF
+
+/// `POST /api/v1/chat` through the configured app against a local OpenAI-compatible server: the
+/// prompt sent upstream, what is stored, and every failure's answer with nothing half-written.
+@Suite("Tutoring turn", .needsDatabase, .timeLimit(.minutes(3)))
+struct ChatTurnTests {
+    let database: DatabaseURL
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+    }
+
+    /// The app configured against `llm`, served live, with a learner.
+    func withTurns<T: Sendable>(
+        _ llm: LocalLLM, environment: [String: String] = [:],
+        _ body: @escaping @Sendable (any TestClientProtocol, Learner) async throws -> T
+    ) async throws -> T {
+        let learner = try await Learner.make(database: database)
+        let database = database
+        return try await serveLocalLLM(llm.router, logger: TestEnvironment.quietLogger) { base in
+            let app = try await makeTestApp(
+                database: database,
+                environment: [
+                    "BFF_LLM_BASE_URL": "\(base)/v1", "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model, "BFF_LLM_TIMEOUT": "2",
+                    "BFF_LLM_TOTAL_TIMEOUT": "4", "BFF_LOG_LEVEL": "critical",
+                ].merging(environment) { $1 })
+            return try await app.live { client in try await body(client, learner) }
+        }
+    }
+
+    func rows(_ sql: PostgresQuery) async throws -> [[String?]] {
+        try await database.withClient { client in
+            var rows: [[String?]] = []
+            for try await row in try await client.query(sql) {
+                rows.append(row.makeRandomAccess().map { $0.bytes.map { String(buffer: $0) } })
+            }
+            return rows
+        }
+    }
+
+    func count(_ sql: PostgresQuery) async throws -> Int {
+        try await database.withClient { client in
+            for try await value in try await client.query(sql).decode(Int.self) { return value }
+            return 0
+        }
+    }
+
+    @Test("a new chat: the reply and the message are stored together, the title is the message's start, the prompt is the role reversal without personal data")
+    func newChat() async throws {
+        let llm = LocalLLM { _, _ in .reply(["なるほど！", "では、", "光がないとどうなるの？"]) }
+        try await withTurns(llm) { client, learner in
+            let message = "光合成は植物が光のエネルギーを使って二酸化炭素と水から糖を作るしくみです。葉緑体で行われます。"
+            let response = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"\#(message)","topic_id":"biology.cells"}"#)
+            #expect(response.status == .ok, "\(response.text)")
+            let chatID = try #require(response.json["chat_id"] as? String)
+            let user = try #require(response.json["user_message"] as? [String: Any])
+            let reply = try #require(response.json["reply"] as? [String: Any])
+            #expect(user["role"] as? String == "user" && user["content"] as? String == message)
+            #expect(reply["role"] as? String == "assistant" && reply["content"] as? String == "なるほど！では、光がないとどうなるの？")
+
+            let chat = try await client.call(.get, "/api/v1/chats/\(chatID)", as: learner)
+            #expect(chat.json["message_count"] as? Int == 2 && chat.json["subject_id"] as? String == "biology")
+            #expect(chat.json["title"] as? String == String(message.prefix(40)))
+            let history = try await client.call(.get, "/api/v1/chats/\(chatID)/messages", as: learner)
+            #expect((history.json["items"] as? [[String: Any]])?.map { $0["role"] as? String } == ["user", "assistant"])
+
+            let sent = try #require(llm.received.withLockedValue { $0.first })
+            #expect(sent.messages.count == 2 && sent.messages[0].role == "system" && sent.messages[1].content == message)
+            #expect(sent.messages[0].content.contains("生徒役") && sent.messages[0].content.contains("Cells"))
+            #expect(!sent.body.contains(learner.id.uuidString.lowercased()) && !sent.body.contains("@"))
+            let usage = try await rows("SELECT model, prompt_tokens::text, completion_tokens::text FROM messages WHERE role = 'assistant' AND user_id = \(learner.id)")
+            #expect(usage == [[llm.model, "42", "3"]])
+        }
+    }
+
+    @Test("continuing a chat sends its history; another user's chat is 404; an ended chat is 409 chat_ended until a recall of it is opened")
+    func continuing() async throws {
+        let llm = LocalLLM { _, number in .reply(["質問\(number)"]) }
+        try await withTurns(llm) { client, learner in
+            let first = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"一回目の説明"}"#)
+            let chatID = try #require(first.json["chat_id"] as? String)
+            let second = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id":"\#(chatID)","message":"二回目の説明"}"#)
+            #expect(second.status == .ok && second.json["chat_id"] as? String == chatID)
+            let sent = try #require(llm.received.withLockedValue { $0.last })
+            #expect(sent.messages.map(\.role) == ["system", "user", "assistant", "user"])
+            #expect(sent.messages.dropFirst().map(\.content) == ["一回目の説明", "質問1", "二回目の説明"])
+
+            let stranger = try await Learner.make(database: database)
+            let foreign = try await client.call(.post, "/api/v1/chat", as: stranger, json: #"{"chat_id":"\#(chatID)","message":"のぞき見"}"#)
+            #expect(foreign.status == .notFound && foreign.errorCode == "not_found")
+
+            let evaluated = try await client.call(.post, "/api/v1/chats/\(chatID)/evaluation", as: learner, json: #"{"score":4}"#)
+            #expect(evaluated.status == .ok, "\(evaluated.text)")
+            let ended = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id":"\#(chatID)","message":"続き"}"#)
+            #expect(ended.status == .conflict && ended.errorCode == "chat_ended")
+            let recalls = try await client.call(.get, "/api/v1/recalls", as: learner)
+            let recallID = try #require((recalls.json["items"] as? [[String: Any]])?.first?["id"] as? String)
+            #expect(try await client.call(.post, "/api/v1/recalls/\(recallID)/opened", as: learner).status == .noContent)
+            let reopened = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id":"\#(chatID)","message":"思い出すと"}"#)
+            #expect(reopened.status == .ok, "\(reopened.text)")
+            #expect(llm.received.withLockedValue { $0.count } == 3, "the refused turns asked the LLM")
+        }
+    }
+
+    @Test("LLM failures: 503 llm_unavailable with the provider's Retry-After, 422 content_filtered, nothing stored; the app's re-send with the same key then succeeds")
+    func failures() async throws {
+        let llm = LocalLLM { _, number in
+            switch number {
+            case 1: .status(429, code: "429", message: "Rate limit reached", headers: ["retry-after": "7"])
+            case 2: .truncated(["途中で"])
+            case 3: .status(400, code: "content_filter", message: "The response was filtered")
+            default: .reply(["こんどは", "答えます"])
+            }
+        }
+        try await withTurns(llm) { client, learner in
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "outbox-1"]
+            let body = #"{"message":"重力について説明します"}"#
+            let limited = try await client.call(.post, "/api/v1/chat", as: learner, json: body, headers: key)
+            #expect(limited.status == .serviceUnavailable && limited.errorCode == "llm_unavailable" && limited.headers[.retryAfter] == "7")
+            let cut = try await client.call(.post, "/api/v1/chat", as: learner, json: body, headers: key)
+            #expect(cut.status == .serviceUnavailable && cut.errorCode == "llm_unavailable")
+            let filtered = try await client.call(.post, "/api/v1/chat", as: learner, json: body, headers: key)
+            #expect(filtered.status == .unprocessableContent && filtered.errorCode == "content_filtered")
+            #expect(try await count("SELECT count(*)::int8 FROM chats WHERE user_id = \(learner.id)") == 0)
+            #expect(try await count("SELECT count(*)::int8 FROM messages WHERE user_id = \(learner.id)") == 0)
+            let answered = try await client.call(.post, "/api/v1/chat", as: learner, json: body, headers: key)
+            #expect(answered.status == .ok && (answered.json["reply"] as? [String: Any])?["content"] as? String == "こんどは答えます")
+            #expect(try await count("SELECT count(*)::int8 FROM messages WHERE user_id = \(learner.id)") == 2)
+        }
+    }
+
+    @Test("idempotent re-send: the first turn's answer without a second upstream call; another body is 422; a re-send while the first runs is 409")
+    func idempotency() async throws {
+        let llm = LocalLLM { request, _ in
+            request.messages.last?.content == "ゆっくり" ? .reply(["遅い返事"], firstChunkAfter: .seconds(1.5)) : .reply(["一度だけ"])
+        }
+        try await withTurns(llm) { client, learner in
+            let key: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "outbox-2"]
+            let first = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"一度だけ送る"}"#, headers: key)
+            let again = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"一度だけ送る"}"#, headers: key)
+            #expect(first.status == .ok && again.status == .ok)
+            #expect(NSDictionary(dictionary: first.json) == NSDictionary(dictionary: again.json))
+            #expect(llm.received.withLockedValue { $0.count } == 1)
+            let reused = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"別の本文"}"#, headers: key)
+            #expect(reused.status == .unprocessableContent && reused.errorCode == "idempotency_key_reused")
+
+            // The test client sends one request at a time: the duplicate goes over a connection of its own.
+            let slowKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "outbox-3"]
+            let running = Task { try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"ゆっくり"}"#, headers: slowKey) }
+            #expect(try await eventually(within: .seconds(5)) { llm.received.withLockedValue { $0.count } == 2 })
+            var duplicate = HTTPClientRequest(url: "http://127.0.0.1:\(try #require(client.port))/api/v1/chat")
+            duplicate.method = .POST
+            duplicate.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+            duplicate.headers.add(name: "Content-Type", value: "application/json")
+            duplicate.headers.add(name: "Idempotency-Key", value: "outbox-3")
+            duplicate.body = .bytes(ByteBuffer(string: #"{"message":"ゆっくり"}"#))
+            let answer = try await HTTPClient.shared.execute(duplicate, timeout: .seconds(10))
+            let text = String(buffer: try await answer.body.collect(upTo: 65536))
+            #expect(answer.status == .conflict && text.contains("idempotency_in_progress"), "\(answer.status) \(text)")
+            #expect(try await running.value.status == .ok)
+        }
+    }
+
+    @Test("rate limit: 5 turns per 10 s per user; of 20 concurrent turns exactly 5 pass, the rest are 429 with Retry-After before any LLM call")
+    func rateLimit() async throws {
+        let llm = LocalLLM { _, _ in .reply(["はい"]) }
+        try await withTurns(llm) { client, learner in
+            // Over connections of their own (the test client sends one request at a time).
+            let url = "http://127.0.0.1:\(try #require(client.port))/api/v1/chat"
+            let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
+                for index in 0..<20 {
+                    group.addTask {
+                        var request = HTTPClientRequest(url: url)
+                        request.method = .POST
+                        request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+                        request.headers.add(name: "Content-Type", value: "application/json")
+                        request.body = .bytes(ByteBuffer(string: #"{"message":"説明\#(index)"}"#))
+                        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
+                        _ = try await response.body.collect(upTo: 65536)
+                        return (Int(response.status.code), response.headers.first(name: "Retry-After"))
+                    }
+                }
+                var all: [(Int, String?)] = []
+                for try await status in group { all.append(status) }
+                return all
+            }
+            #expect(statuses.filter { $0.0 == 200 }.count == 5)
+            #expect(statuses.filter { $0.0 == 429 }.count == 15 && statuses.filter { $0.0 == 429 }.allSatisfy { $0.1 != nil })
+            #expect(llm.received.withLockedValue { $0.count } == 5)
+        }
+    }
+
+    @Test("bad input: a blank message, an unknown topic, a malformed chat id; without a configured LLM, 503 llm_unavailable")
+    func badInput() async throws {
+        let llm = LocalLLM()
+        try await withTurns(llm) { client, learner in
+            for (body, code) in [
+                (#"{"message":"   "}"#, "validation_failed"), (#"{"message":"x","topic_id":"no.such.topic"}"#, "unknown_topic"),
+                (#"{"message":"x","chat_id":"not-a-uuid"}"#, "validation_failed"), (#"{"chat_id":null}"#, "validation_failed"),
+            ] {
+                let response = try await client.call(.post, "/api/v1/chat", as: learner, json: body)
+                #expect(response.status == .unprocessableContent && response.errorCode == code, "\(body): \(response.text)")
+            }
+            #expect(llm.received.withLockedValue { $0.isEmpty })
+        }
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database, environment: ["BFF_LOG_LEVEL": "critical"])
+        try await app.test(.router) { client in
+            let response = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"設定なし"}"#)
+            #expect(response.status == .serviceUnavailable && response.errorCode == "llm_unavailable")
+        }
+    }
+
+    @Test("titles: at most 40 characters, cut at a space in the second half, whitespace folded")
+    func titles() {
+        #expect(TutoringPrompt.title(from: "  Newton's   first\nlaw  ") == "Newton's first law")
+        #expect(TutoringPrompt.title(from: String(repeating: "あ", count: 50)) == String(repeating: "あ", count: 40))
+        #expect(TutoringPrompt.title(from: "Plants make their food from sunlight through photosynthesis in leaves") == "Plants make their food from sunlight")
+    }
+
+    @Test("the history sent is the newest that fits the budget, oldest first")
+    func historyBudget() {
+        let history = (1...6).map { LLMMessage(role: $0 % 2 == 1 ? .user : .assistant, content: String(repeating: "\($0)", count: 10)) }
+        let prompt = TutoringPrompt.messages(.init(subject: nil, topic: nil, difficulty: 3), history: history, message: "new", budget: 30)
+        #expect(prompt.map(\.content).dropFirst() == ["5555555555", "6666666666", "new"])
+    }
+}
