@@ -49,11 +49,14 @@ struct APIService: APIProtocol {
             guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", "must be a UUID") }
             return id
         }
-        let result = try await turns.run(
+        let prepared = try await turns.prepare(
             userID: principal.userID,
             request: .init(chatID: chatID, message: body.message, subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil),
             idempotencyKey: AppRequestContext.current?.idempotencyKey)
-        return .ok(.init(body: .json(.init(chatId: result.chatID.uuidString.lowercased(), userMessage: result.userMessage.schema, reply: result.reply.schema))))
+        if AppRequestContext.current?.acceptsEventStream == true {
+            return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, logger: turns.logger))))
+        }
+        return .ok(.init(body: .json(try await turns.complete(prepared).schema)))
     }
 
     func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {

@@ -14,6 +14,9 @@ public struct AppRequestContext: RequestContext {
     /// The `Idempotency-Key` as sent: the generated code percent-decodes header values, which
     /// turned a valid key such as `100%` into "" and made `a%41` the same key as `aA`.
     public var idempotencyKey: String?
+    /// Whether the request's `Accept` names `text/event-stream` itself. The generated input cannot
+    /// tell: without an `Accept` header it lists every content type the operation offers.
+    public var acceptsEventStream = false
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

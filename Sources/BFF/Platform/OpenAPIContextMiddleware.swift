@@ -11,7 +11,10 @@ struct OpenAPIContextMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        if request.method == .post { context.idempotencyKey = request.headers[.idempotencyKey] }
+        if request.method == .post {
+            context.idempotencyKey = request.headers[.idempotencyKey]
+            context.acceptsEventStream = request.headers[.accept].map { AcceptMiddleware.accepts($0, "text/event-stream") } ?? false
+        }
         return try await AppRequestContext.$current.withValue(context) {
             try await next(request, context)
         }

@@ -46,7 +46,22 @@ struct ChatTurn: Sendable {
         let reply: StoredMessage
     }
 
+    /// A turn decided on and ready to ask the LLM: every refusal (validation, replay, rate limit,
+    /// ownership, the key) is behind it, so a stream may begin.
+    struct Prepared: Sendable {
+        /// The first turn's answer, for a re-send with its key: nothing is asked.
+        let replay: Result?
+        fileprivate let userID: UUID
+        fileprivate let request: Request
+        fileprivate let idempotencyKey: String?
+        fileprivate let context: Context?
+    }
+
     func run(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Result {
+        try await complete(try await prepare(userID: userID, request: request, idempotencyKey: idempotencyKey))
+    }
+
+    func prepare(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Prepared {
         guard !request.message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
             throw APIError.validation("message", "must not be blank")
         }
@@ -59,18 +74,28 @@ struct ChatTurn: Sendable {
         encoder.outputFormatting = .sortedKeys
         let requestHash = Data(SHA256.hash(data: try encoder.encode(request)))
         // A replay answers before anything is counted or asked.
-        if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) { return earlier }
+        if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) {
+            return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)
+        }
         guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
         let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
         guard decision.allowed else { throw APIError.rateLimited(decision) }
-
-        let context = try await prepare(userID: userID, request: request)
+        let context = try await readContext(userID: userID, request: request)
         if let key = idempotencyKey {
             try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
         }
+        return Prepared(replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context)
+    }
+
+    /// Asks the LLM, handing each piece of the reply to `onDelta`, and stores the turn. Errors are the
+    /// learner's answers (`APIError`); a failed call gives the key back.
+    func complete(_ prepared: Prepared, onDelta: @escaping @Sendable (String) async -> Void = { _ in }) async throws -> Result {
+        if let replay = prepared.replay { return replay }
+        guard let llm, let context = prepared.context else { throw APIError(.llmUnavailable) }
+        let (userID, request, idempotencyKey) = (prepared.userID, prepared.request, prepared.idempotencyKey)
         do {
             let prompt = TutoringPrompt.messages(context.prompt, history: context.history, message: request.message, budget: llm.configuration.historyBudget)
-            let completion = try await llm.complete(LLMRequest(messages: prompt))
+            let completion = try await llm.complete(LLMRequest(messages: prompt)) { await onDelta($0) }
             let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
             logger.info(
                 "tutoring turn",
@@ -93,7 +118,7 @@ struct ChatTurn: Sendable {
         var newChat: (subjectID: String?, topicID: String?)?
     }
 
-    private func prepare(userID: UUID, request: Request) async throws -> Context {
+    private func readContext(userID: UUID, request: Request) async throws -> Context {
         try await database.run { client in
             var difficulty = 3
             for try await value in try await client.query(

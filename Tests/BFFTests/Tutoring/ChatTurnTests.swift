@@ -221,6 +221,95 @@ struct ChatTurnTests {
         }
     }
 
+    /// A turn sent with `Accept: text/event-stream` over a connection of its own; hands each event
+    /// (name, data) to `onEvent` as it arrives, with the time it arrived. Returns the status and content type.
+    func stream(
+        port: Int, as learner: Learner, json: String, onEvent: @escaping @Sendable (String, String, Date) -> Bool = { _, _, _ in true }
+    ) async throws -> (status: Int, contentType: String?, events: [(String, String)]) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chat")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        request.headers.add(name: "Accept", value: "text/event-stream")
+        request.body = .bytes(ByteBuffer(string: json))
+        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
+        var events: [(String, String)] = []
+        var pending = ""
+        reading: for try await buffer in response.body {
+            pending += String(buffer: buffer)
+            while let end = pending.range(of: "\n\n") {
+                let block = pending[..<end.lowerBound]
+                pending = String(pending[end.upperBound...])
+                var name = "message", data = ""
+                for line in block.split(separator: "\n") {
+                    if line.hasPrefix("event: ") { name = String(line.dropFirst(7)) }
+                    if line.hasPrefix("data: ") { data = String(line.dropFirst(6)) }
+                }
+                events.append((name, data))
+                // The caller may stop reading here, as a client that goes away does.
+                guard onEvent(name, data, Date()) else { break reading }
+            }
+        }
+        return (Int(response.status.code), response.headers.first(name: "Content-Type"), events)
+    }
+
+    @Test("streamed: each piece is a delta event as it arrives, the first long before the upstream's last; then done with the stored turn")
+    func streamed() async throws {
+        let llm = LocalLLM { _, _ in .reply(["どうして", "葉は", "緑", "なの", "？"], interval: .milliseconds(200)) }
+        try await withTurns(llm) { client, learner in
+            let firstDelta = NIOLockedValueBox<Date?>(nil)
+            let outcome = try await stream(port: try #require(client.port), as: learner, json: #"{"message":"葉緑体の説明です"}"#) { name, _, at in
+                if name == "delta" { firstDelta.withLockedValue { if $0 == nil { $0 = at } } }
+                return true
+            }
+            let done = Date()
+            #expect(outcome.status == 200 && outcome.contentType?.hasPrefix("text/event-stream") == true)
+            #expect(outcome.events.map(\.0) == ["delta", "delta", "delta", "delta", "delta", "done"])
+            let texts = outcome.events.dropLast().compactMap { try? JSONSerialization.jsonObject(with: Data($0.1.utf8)) as? [String: String] }
+            #expect(texts.map { $0["text"] ?? "" }.joined() == "どうして葉は緑なの？")
+            let sentFirst = try #require(llm.firstChunkSent.withLockedValue { $0.first })
+            let first = try #require(firstDelta.withLockedValue { $0 })
+            // Timestamps: the BFF forwarded the first piece at once, not after the upstream's last (800 ms later).
+            #expect(first.timeIntervalSince(sentFirst) < 0.4, "first delta \(first.timeIntervalSince(sentFirst)) s after the upstream sent it")
+            #expect(done.timeIntervalSince(first) > 0.6)
+            let last = try #require(outcome.events.last)
+            let body = try #require(try JSONSerialization.jsonObject(with: Data(last.1.utf8)) as? [String: Any])
+            let chatID = try #require(body["chat_id"] as? String)
+            #expect((body["reply"] as? [String: Any])?["content"] as? String == "どうして葉は緑なの？")
+            let history = try await client.call(.get, "/api/v1/chats/\(chatID)/messages", as: learner)
+            #expect(
+                (history.json["items"] as? [[String: Any]])?.compactMap { $0["id"] as? String }
+                    == [(body["user_message"] as? [String: Any])?["id"] as? String, (body["reply"] as? [String: Any])?["id"] as? String].compactMap { $0 })
+        }
+    }
+
+    @Test("a client that leaves mid-stream loses nothing: the reply is completed and stored; a failure mid-stream is an error event, nothing stored; refusals before the stream are JSON")
+    func streamFaults() async throws {
+        let llm = LocalLLM { request, _ in
+            request.messages.last?.content == "途中で切れる" ? .truncated(["それは", "なぜ"]) : .reply(["ゆっくり", "答える", "ね"], interval: .milliseconds(300))
+        }
+        try await withTurns(llm) { client, learner in
+            let port = try #require(client.port)
+            let left = try await stream(port: port, as: learner, json: #"{"message":"途中で帰ります"}"#) { name, _, _ in name != "delta" }
+            #expect(left.events.map(\.0) == ["delta"])
+            let stored = try await eventually(within: .seconds(10)) {
+                try await count("SELECT count(*)::int8 FROM messages WHERE user_id = \(learner.id) AND content = 'ゆっくり答えるね'") == 1
+            }
+            #expect(stored, "the reply of a stream the client left was not stored")
+
+            let failed = try await stream(port: port, as: learner, json: #"{"message":"途中で切れる"}"#)
+            #expect(failed.events.map(\.0) == ["delta", "delta", "error"])
+            #expect(failed.events.last?.1.contains(#""code":"llm_unavailable""#) == true)
+            #expect(try await count("SELECT count(*)::int8 FROM messages WHERE user_id = \(learner.id)") == 2)
+
+            let stranger = try await Learner.make(database: database)
+            let chats = try await rows("SELECT id::text FROM chats WHERE user_id = \(learner.id)")
+            let chatID = try #require(chats.first?.first ?? nil)
+            let refused = try await stream(port: port, as: stranger, json: #"{"chat_id":"\#(chatID)","message":"のぞき見"}"#)
+            #expect(refused.status == 404 && refused.contentType?.hasPrefix("application/json") == true)
+        }
+    }
+
     @Test("titles: at most 40 characters, cut at a space in the second half, whitespace folded")
     func titles() {
         #expect(TutoringPrompt.title(from: "  Newton's   first\nlaw  ") == "Newton's first law")
