@@ -51,7 +51,9 @@ struct APIService: APIProtocol {
         }
         let prepared = try await turns.prepare(
             userID: principal.userID,
-            request: .init(chatID: chatID, message: body.message, subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil),
+            request: .init(
+                mode: body.mode == .question ? .question : .turn, chatID: chatID, message: body.message,
+                subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil, difficulty: body.difficulty),
             idempotencyKey: AppRequestContext.current?.idempotencyKey)
         if AppRequestContext.current?.acceptsEventStream == true {
             return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, logger: turns.logger))))

@@ -27,10 +27,19 @@ struct ChatTurn: Sendable {
     static let period: Duration = .seconds(10)
 
     struct Request: Codable, Sendable {
+        enum Mode: String, Codable, Sendable {
+            /// The learner's message, answered.
+            case turn
+            /// The instant question (M-007): a new chat whose first message is the AI's question.
+            case question
+        }
+
+        var mode: Mode = .turn
         let chatID: UUID?
-        let message: String
+        let message: String?
         let subjectID: String?
         let topicID: String?
+        var difficulty: Int?
     }
 
     struct StoredMessage: Codable, Sendable, Equatable {
@@ -42,7 +51,8 @@ struct ChatTurn: Sendable {
 
     struct Result: Codable, Sendable, Equatable {
         let chatID: UUID
-        let userMessage: StoredMessage
+        /// Absent for an instant question.
+        let userMessage: StoredMessage?
         let reply: StoredMessage
     }
 
@@ -62,8 +72,18 @@ struct ChatTurn: Sendable {
     }
 
     func prepare(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Prepared {
-        guard !request.message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else {
-            throw APIError.validation("message", "must not be blank")
+        switch request.mode {
+        case .turn:
+            guard let message = request.message else { throw APIError.validation("message", "is required (mode turn)") }
+            guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw APIError.validation("message", "must not be blank") }
+            guard request.difficulty == nil else { throw APIError.validation("difficulty", "is for mode question only") }
+        case .question:
+            guard request.message == nil else { throw APIError.validation("message", "must be left out with mode question: the AI asks") }
+            guard request.chatID == nil else { throw APIError.validation("chat_id", "must be left out with mode question: it starts a chat") }
+            guard request.subjectID != nil else { throw APIError.validation("subject_id", "is required with mode question") }
+        }
+        if let difficulty = request.difficulty, !(1...5).contains(difficulty) {
+            throw APIError.validation("difficulty", "must be between 1 and 5")
         }
         if let key = idempotencyKey {
             guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
@@ -94,7 +114,12 @@ struct ChatTurn: Sendable {
         guard let llm, let context = prepared.context else { throw APIError(.llmUnavailable) }
         let (userID, request, idempotencyKey) = (prepared.userID, prepared.request, prepared.idempotencyKey)
         do {
-            let prompt = TutoringPrompt.messages(context.prompt, history: context.history, message: request.message, budget: llm.configuration.historyBudget)
+            let prompt =
+                switch request.mode {
+                case .turn:
+                    TutoringPrompt.messages(context.prompt, history: context.history, message: request.message ?? "", budget: llm.configuration.historyBudget)
+                case .question: TutoringPrompt.question(context.prompt)
+                }
             let completion = try await llm.complete(LLMRequest(messages: prompt)) { await onDelta($0) }
             let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
             logger.info(
@@ -124,6 +149,7 @@ struct ChatTurn: Sendable {
             for try await value in try await client.query(
                 "SELECT difficulty FROM user_settings WHERE user_id = \(userID)", logger: logger
             ).decode(Int16.self) { difficulty = Int(value) }
+            difficulty = request.difficulty ?? difficulty
             guard let chatID = request.chatID else {
                 let (subjectID, topicID) = try await client.withConnection { connection in
                     try await ChatCreation.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
@@ -173,9 +199,13 @@ struct ChatTurn: Sendable {
             try await client.withTransaction(logger: logger) { connection in
                 var chatID = request.chatID
                 if let newChat = context.newChat {
+                    let title =
+                        switch request.mode {
+                        case .turn: TutoringPrompt.title(from: request.message ?? "")
+                        case .question: TutoringPrompt.questionTitle(context.prompt)
+                        }
                     chatID = try await chats.create(
-                        on: connection, userID: userID, title: TutoringPrompt.title(from: request.message), subjectID: newChat.subjectID,
-                        topicID: newChat.topicID, logger: logger
+                        on: connection, userID: userID, title: title, subjectID: newChat.subjectID, topicID: newChat.topicID, logger: logger
                     ).id
                 }
                 guard let chatID else { throw APIError.notFound }
@@ -183,13 +213,13 @@ struct ChatTurn: Sendable {
                 for try await (id, role, content, micros) in try await connection.query(
                     """
                     WITH chat AS (
-                        UPDATE chats SET message_count = message_count + 2, last_message_preview = left(\(completion.text), 140),
-                            updated_at = bff_chat_stamp(\(userID))
+                        UPDATE chats SET message_count = message_count + \(request.message == nil ? 1 : 2),
+                            last_message_preview = left(\(completion.text), 140), updated_at = bff_chat_stamp(\(userID))
                         WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
                         RETURNING id, user_id
                     ), at AS (SELECT clock_timestamp() AS now)
                     INSERT INTO messages (chat_id, user_id, role, content, created_at, model, prompt_tokens, completion_tokens)
-                    SELECT id, user_id, 'user', \(request.message), at.now, NULL, NULL, NULL FROM chat, at
+                    SELECT id, user_id, 'user', \(request.message), at.now, NULL, NULL, NULL FROM chat, at WHERE \(request.message)::text IS NOT NULL
                     UNION ALL
                     SELECT id, user_id, 'assistant', \(completion.text), at.now + interval '1 microsecond', \(completion.model),
                            \(completion.promptTokens), \(completion.completionTokens) FROM chat, at
@@ -199,7 +229,8 @@ struct ChatTurn: Sendable {
                     stored.append(StoredMessage(id: id, role: role, content: content, createdMicros: micros))
                 }
                 // The chat was deleted while the LLM answered.
-                guard let user = stored.first(where: { $0.role == "user" }), let reply = stored.first(where: { $0.role == "assistant" }) else {
+                let user = stored.first(where: { $0.role == "user" })
+                guard let reply = stored.first(where: { $0.role == "assistant" }), (user == nil) == (request.message == nil) else {
                     throw APIError.notFound
                 }
                 let result = Result(chatID: chatID, userMessage: user, reply: reply)

@@ -55,6 +55,6 @@ enum TurnStream {
 
 extension ChatTurn.Result {
     var schema: Components.Schemas.ChatTurnResponse {
-        .init(chatId: chatID.uuidString.lowercased(), userMessage: userMessage.schema, reply: reply.schema)
+        .init(chatId: chatID.uuidString.lowercased(), userMessage: userMessage?.schema, reply: reply.schema)
     }
 }

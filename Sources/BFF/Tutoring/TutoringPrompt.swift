@@ -36,6 +36,29 @@ enum TutoringPrompt {
         return [LLMMessage(role: .system, content: system(context))] + kept.reversed() + [LLMMessage(role: .user, content: message)]
     }
 
+    /// The instant question (M-007): the AI opens a chat with one question on the subject and topic
+    /// at the difficulty, for the learner to explain.
+    static func question(_ context: Context) -> [LLMMessage] {
+        let system = [
+            "あなたは好奇心旺盛な高校生の「生徒役」です。これから相手(先生役)に、あるテーマを説明してもらいます。",
+            "相手が説明を始めたくなるような質問を一つだけしてください。答えや解説は書かないでください。",
+            "質問は自然な日本語で、1〜2文にしてください。",
+        ]
+        var lines = system
+        if let subject = context.subject { lines.append("教科: \(subject)") }
+        if let topic = context.topic { lines.append("単元: \(topic)") }
+        lines.append("質問の難易度: \(context.difficulty) / 5 (1は基礎的な確認、5は応用・発展的な問い)")
+        return [
+            LLMMessage(role: .system, content: lines.joined(separator: "\n")),
+            LLMMessage(role: .user, content: "最初の質問をしてください。"),
+        ]
+    }
+
+    /// An instant question's chat title: its topic, else its subject.
+    static func questionTitle(_ context: Context) -> String {
+        "\(context.topic ?? context.subject ?? "") の質問"
+    }
+
     /// A new chat's title: the message's start, at most 40 characters, cut at a space where one falls
     /// in its second half (Japanese text has none: then it is cut at 40).
     static func title(from message: String) -> String {

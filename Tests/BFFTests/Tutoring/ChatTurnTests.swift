@@ -310,6 +310,40 @@ struct ChatTurnTests {
         }
     }
 
+    @Test("the instant question: a new chat whose first message is the AI's question on the subject, topic and difficulty; the learner's answer continues it")
+    func instantQuestion() async throws {
+        let llm = LocalLLM { _, number in .reply([number == 1 ? "細胞膜はどんな役割をしているの？" : "なるほど、ではなぜ？"]) }
+        try await withTurns(llm) { client, learner in
+            let asked = try await client.call(
+                .post, "/api/v1/chat", as: learner, json: #"{"mode":"question","subject_id":"biology","topic_id":"biology.cells","difficulty":2}"#)
+            #expect(asked.status == .ok, "\(asked.text)")
+            #expect(asked.json["user_message"] == nil)
+            #expect((asked.json["reply"] as? [String: Any])?["content"] as? String == "細胞膜はどんな役割をしているの？")
+            let chatID = try #require(asked.json["chat_id"] as? String)
+            let chat = try await client.call(.get, "/api/v1/chats/\(chatID)", as: learner)
+            #expect(chat.json["message_count"] as? Int == 1 && chat.json["title"] as? String == "Cells の質問" && chat.json["topic_id"] as? String == "biology.cells")
+            let sent = try #require(llm.received.withLockedValue { $0.first })
+            #expect(sent.messages.first?.role == "system" && sent.messages.first?.content.contains("Cells") == true)
+            #expect(sent.messages.first?.content.contains("難易度: 2 / 5") == true)
+
+            let answered = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id":"\#(chatID)","message":"物質の出入りを調節します"}"#)
+            #expect(answered.status == .ok)
+            let followUp = try #require(llm.received.withLockedValue { $0.last })
+            #expect(followUp.messages.map(\.role) == ["system", "assistant", "user"])
+
+            for (body, field) in [
+                (#"{"mode":"question","subject_id":"biology","message":"x"}"#, "message"), (#"{"mode":"question"}"#, "subject_id"),
+                (#"{"mode":"question","subject_id":"biology","chat_id":"\#(chatID)"}"#, "chat_id"), (#"{"mode":"turn"}"#, "message"),
+                (#"{"mode":"question","subject_id":"biology","difficulty":9}"#, "difficulty"), (#"{"message":"x","difficulty":2}"#, "difficulty"),
+            ] {
+                let refused = try await client.call(.post, "/api/v1/chat", as: learner, json: body)
+                #expect(refused.status == .unprocessableContent && refused.errorCode == "validation_failed", "\(body): \(refused.text)")
+                #expect((refused.json["message"] as? String)?.contains(field) == true, "\(body): \(refused.text)")
+            }
+            #expect(llm.received.withLockedValue { $0.count } == 2)
+        }
+    }
+
     @Test("titles: at most 40 characters, cut at a space in the second half, whitespace folded")
     func titles() {
         #expect(TutoringPrompt.title(from: "  Newton's   first\nlaw  ") == "Newton's first law")
