@@ -10,6 +10,7 @@ struct AppJobs: Sendable {
                 database: dependencies.database, senders: dependencies.pushSenders, deepLinkBase: dependencies.configuration.deepLinkBase,
                 pushConcurrency: dependencies.configuration.pushConcurrency, logger: dependencies.logger
             ).handlers
+            + (dependencies.llm.map { [TagExtraction(database: dependencies.database, llm: $0, logger: dependencies.logger).handler] } ?? [])
         periodic = [MaintenanceJob.periodic(dependencies)]
     }
 

@@ -234,6 +234,10 @@ struct ChatTurn: Sendable {
                     throw APIError.notFound
                 }
                 let result = Result(chatID: chatID, userMessage: user, reply: reply)
+                // Misconception tags from the dialogue, once this turn is committed (never part of it).
+                if user != nil {
+                    try await TagExtraction.enqueue(chatID: chatID, userID: userID, replyID: reply.id, on: connection, logger: logger)
+                }
                 if let key = idempotencyKey {
                     _ = try await connection.query(
                         """

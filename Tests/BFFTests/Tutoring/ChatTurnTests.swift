@@ -25,6 +25,14 @@ struct ChatTurnTests {
         _ llm: LocalLLM, environment: [String: String] = [:],
         _ body: @escaping @Sendable (any TestClientProtocol, Learner) async throws -> T
     ) async throws -> T {
+        try await withTurns(llm, environment: environment) { client, learner, _ in try await body(client, learner) }
+    }
+
+    /// The same, handing `body` the local LLM's base URL too.
+    func withTurns<T: Sendable>(
+        _ llm: LocalLLM, environment: [String: String] = [:],
+        _ body: @escaping @Sendable (any TestClientProtocol, Learner, String) async throws -> T
+    ) async throws -> T {
         let learner = try await Learner.make(database: database)
         let database = database
         return try await serveLocalLLM(llm.router, logger: TestEnvironment.quietLogger) { base in
@@ -33,8 +41,10 @@ struct ChatTurnTests {
                 environment: [
                     "BFF_LLM_BASE_URL": "\(base)/v1", "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model, "BFF_LLM_TIMEOUT": "2",
                     "BFF_LLM_TOTAL_TIMEOUT": "4", "BFF_LOG_LEVEL": "critical",
+                    // The tag extraction jobs run only where a test runs them.
+                    "BFF_JOBS_CONCURRENCY": "0",
                 ].merging(environment) { $1 })
-            return try await app.live { client in try await body(client, learner) }
+            return try await app.live { client in try await body(client, learner, base) }
         }
     }
 
@@ -341,6 +351,72 @@ struct ChatTurnTests {
                 #expect((refused.json["message"] as? String)?.contains(field) == true, "\(body): \(refused.text)")
             }
             #expect(llm.received.withLockedValue { $0.count } == 2)
+        }
+    }
+
+    /// Runs the tag extraction jobs of the test's database with a worker of their own until `done` holds.
+    func extractTags(llmBase: String, llm: LocalLLM, until done: @escaping @Sendable () async throws -> Bool) async throws -> Bool {
+        let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 4))
+        let store = Database(client: client, timeout: .seconds(10))
+        let extraction = TagExtraction(
+            database: store,
+            llm: try LLMClient(configuration: .init(api: .openai, baseURL: "\(llmBase)/v1", apiKey: llm.apiKey, model: llm.model), extraCAFile: nil, logger: TestEnvironment.quietLogger),
+            logger: TestEnvironment.quietLogger)
+        var configuration = JobRuntimeConfiguration(concurrency: 2, pollInterval: .milliseconds(100), lease: .seconds(30), drain: .seconds(2))
+        configuration.backoff = Backoff(base: .milliseconds(20), cap: .milliseconds(200))
+        let worker = JobWorker(
+            database: store, databaseURL: database, handlers: [extraction.handler], periodic: [], configuration: configuration,
+            logger: TestEnvironment.quietLogger, started: nil)
+        return try await Commands.withDatabase(client) { _ in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await worker.run() }
+                let reached = try await eventually(within: .seconds(20), done)
+                worker.stop()
+                try await group.waitForAll()
+                return reached
+            }
+        }
+    }
+
+    @Test("misconception tags: after a turn a job asks for the subject's tags as structured output; findings above 0.5 tag the chat, unknown codes are dropped")
+    func misconceptionTags() async throws {
+        let llm = LocalLLM { request, _ in
+            guard request.responseFormat != nil else { return .reply(["植物は夜も呼吸するの？"]) }
+            return .reply([
+                #"{"misconceptions":[{"code":"biology.plants_no_respiration","confidence":0.9},"#,
+                #"{"code":"biology.made_up","confidence":0.95},{"code":"biology.gene_allele_confusion","confidence":0.2}]}"#,
+            ])
+        }
+        try await withTurns(llm) { client, learner, base in
+            let turn = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"植物は光合成だけをして、呼吸はしません。","topic_id":"biology.cells"}"#)
+            let chatID = try #require(turn.json["chat_id"] as? String)
+            #expect(try await count("SELECT count(*)::int8 FROM jobs WHERE kind = 'tags.extract' AND user_id = \(learner.id)") == 1)
+            let tagged = try await extractTags(llmBase: base, llm: llm) {
+                try await count("SELECT count(*)::int8 FROM jobs WHERE kind = 'tags.extract' AND state = 'completed' AND user_id = \(learner.id)") == 1
+            }
+            #expect(tagged)
+            let tags = try await client.call(.get, "/api/v1/chats/\(chatID)/tags", as: learner)
+            #expect((tags.json["items"] as? [[String: Any]])?.compactMap { $0["code"] as? String } == ["biology.plants_no_respiration"], "\(tags.text)")
+            let asked = try #require(llm.received.withLockedValue { $0.first { $0.responseFormat != nil } })
+            let format = try #require(asked.responseFormat)
+            #expect(format.contains("biology.plants_no_respiration") && !format.contains("math.sign_error"))
+            #expect(asked.messages.last?.content.contains("呼吸はしません") == true)
+        }
+    }
+
+    @Test("misconception tags: an output that is not the schema's JSON is retried, then dead-lettered; the turn stays stored")
+    func malformedTags() async throws {
+        let llm = LocalLLM { request, _ in request.responseFormat == nil ? .reply(["なぜ？"]) : .reply(["タグはありません"]) }
+        try await withTurns(llm) { client, learner, base in
+            _ = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"力がなければ物は止まります。","subject_id":"physics"}"#)
+            let dead = try await extractTags(llmBase: base, llm: llm) {
+                try await count("SELECT count(*)::int8 FROM jobs WHERE kind = 'tags.extract' AND state = 'dead' AND user_id = \(learner.id)") == 1
+            }
+            #expect(dead)
+            let job = try await rows("SELECT attempt::text, last_error FROM jobs WHERE kind = 'tags.extract' AND user_id = \(learner.id)")
+            #expect(job.first?.first == "5" && job.first?.last??.contains("structured output") == true, "\(job)")
+            #expect(try await count("SELECT count(*)::int8 FROM messages WHERE user_id = \(learner.id)") == 2)
+            #expect(try await count("SELECT count(*)::int8 FROM chat_tags WHERE user_id = \(learner.id)") == 0)
         }
     }
 
