@@ -99,7 +99,11 @@ struct ChatTurn: Sendable {
         }
         guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
         let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
-        guard decision.allowed else { throw APIError.rateLimited(decision) }
+        guard decision.allowed else {
+            var refusal = APIError.rateLimited(decision)
+            refusal.headers.applyRateLimit(decision)
+            throw refusal
+        }
         let context = try await readContext(userID: userID, request: request)
         if let key = idempotencyKey {
             try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
