@@ -32,7 +32,9 @@ enum OutboundHTTP {
         var configuration = HTTPClient.Configuration(
             tlsConfiguration: tls, redirectConfiguration: .disallow, timeout: .init(connect: .seconds(5), read: .nanoseconds(readTimeout.nanoseconds)))
         configuration.httpVersion = .automatic
-        configuration.connectionPool = .init(idleTimeout: .seconds(60))
+        // Over HTTP/1.1 an LLM's streamed reply holds its connection for the whole reply: the default
+        // of 8 connections per host would queue the ninth learner's turn behind the others.
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1_024)
         return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
     }
 }
