@@ -6,6 +6,7 @@
 //   bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
 //   bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
 //   bff-bench register --server URL --database URL [--count N]                (BFF_* environment)
+//   bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]  (BFF_* environment)
 //
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
@@ -288,6 +289,7 @@ let usage = """
            bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
            bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
            bff-bench register --server URL --database URL [--count N]
+           bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]
     pairs, tokens and register read the server's BFF_* environment (database, keys). scripts/bench runs them all.
     """
 
@@ -302,6 +304,7 @@ do {
     case "jobs": try await benchJobs(options)
     case "push": try await benchPush(options)
     case "register": try await benchRegister(options)
+    case "chat": try await benchChat(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
     }

@@ -52,15 +52,19 @@ public final class LocalLLM: Sendable {
     /// When each request's first content chunk was written (the benchmark sets the BFF's first byte against it).
     public let firstChunkSent = NIOLockedValueBox<[Date]>([])
     let answer: @Sendable (Received, Int) -> LLMAnswer
+    /// Sees each streamed reply once it is sent: when its first and last content chunks went out.
+    public let onStreamed: (@Sendable (_ request: Received, _ firstChunk: Date, _ lastChunk: Date) -> Void)?
     private let count = NIOLockedValueBox(0)
 
     /// `answer` decides each answer from the request and its number (1 for the first).
     public init(
         apiKey: String = "local-llm-key", model: String = "gpt-4o-mini",
-        answer: @escaping @Sendable (_ request: Received, _ number: Int) -> LLMAnswer = { _, _ in .reply(["はい", "、", "なぜですか？"]) }
+        answer: @escaping @Sendable (_ request: Received, _ number: Int) -> LLMAnswer = { _, _ in .reply(["はい", "、", "なぜですか？"]) },
+        onStreamed: (@Sendable (_ request: Received, _ firstChunk: Date, _ lastChunk: Date) -> Void)? = nil
     ) {
         self.apiKey = apiKey
         self.model = model
+        self.onStreamed = onStreamed
         self.answer = answer
     }
 
@@ -141,7 +145,7 @@ public final class LocalLLM: Sendable {
         return Response(
             status: .ok, headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: .init { [self] writer in
-                try await self.stream(chosen, dialect: dialect, to: &writer)
+                try await self.stream(chosen, request: received, dialect: dialect, to: &writer)
                 try await writer.finish(nil)
             })
     }
@@ -155,7 +159,7 @@ public final class LocalLLM: Sendable {
         return "data: " + String(decoding: try! JSONSerialization.data(withJSONObject: object), as: UTF8.self) + "\n\n"
     }
 
-    private func stream(_ plan: LLMAnswer, dialect: String, to writer: inout some ResponseBodyWriter) async throws {
+    private func stream(_ plan: LLMAnswer, request: Received, dialect: String, to writer: inout some ResponseBodyWriter) async throws {
         func send(_ text: String) async throws { try await writer.write(ByteBuffer(string: text)) }
         if dialect == "azure" {
             try await send(#"data: {"choices":[],"created":0,"id":"","model":"","object":"","prompt_filter_results":[{"prompt_index":0,"content_filter_results":{"hate":{"filtered":false,"severity":"safe"}}}]}"# + "\n\n")
@@ -163,11 +167,16 @@ public final class LocalLLM: Sendable {
         switch plan {
         case .reply(let chunks, let first, let interval, let finish):
             try await send(chunk(nil, dialect: dialect))  // the role chunk: no content yet
+            var firstAt = Date()
             for (index, text) in chunks.enumerated() {
                 try? await Task.sleep(for: index == 0 ? first : interval)
-                if index == 0 { firstChunkSent.withLockedValue { $0.append(Date()) } }
+                if index == 0 {
+                    firstAt = Date()
+                    firstChunkSent.withLockedValue { $0.append(firstAt) }
+                }
                 try await send(chunk(text, dialect: dialect))
             }
+            onStreamed?(request, firstAt, Date())
             try await send(chunk(nil, finish: finish, dialect: dialect, filtered: finish == "content_filter"))
             let usage = #"{"id":"chatcmpl-local","object":"chat.completion.chunk","model":"\#(model)","choices":[],"usage":{"prompt_tokens":42,"completion_tokens":\#(chunks.count),"total_tokens":\#(42 + chunks.count)}}"#
             try await send("data: \(usage)\n\n")
