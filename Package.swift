@@ -90,39 +90,31 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // Local stand-ins for APNs, FCM and Notification Hubs that speak their protocols and check what
-        // they receive: the tests' servers, the benchmark's, and scripts/dev's (push-stand-in).
+        // Local stand-ins for the services the BFF calls (APNs, FCM, Notification Hubs, an OpenAI-compatible
+        // LLM in both dialects) that speak their protocols and check what they receive: the tests' servers,
+        // the benchmark's and scripts/dev's (push-stand-in, llm-stand-in).
         .target(
-            name: "PushStandIns",
+            name: "StandIns",
             dependencies: [
                 "BFFWire",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "_CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        // A local OpenAI-compatible Chat Completions server in the OpenAI and Azure dialects, checking
-        // what it receives and answering as scripted: the tests' LLM, the benchmark's and scripts/dev's.
-        .target(
-            name: "LLMStandIn",
-            dependencies: [
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
-        ),
         .executableTarget(
             name: "llm-stand-in",
-            dependencies: ["LLMStandIn", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "push-stand-in",
-            dependencies: ["PushStandIns", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
         ),
         .executableTarget(
             name: "bff-bench",
@@ -150,8 +142,7 @@ let package = Package(
                 "BFF",
                 "BFFWire",
                 "EventLoopExecutor",
-                "LLMStandIn",
-                "PushStandIns",
+                "StandIns",
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "HummingbirdHTTP2", package: "hummingbird"),

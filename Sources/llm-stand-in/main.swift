@@ -1,5 +1,5 @@
 // llm-stand-in: a local OpenAI-compatible Chat Completions server for development and the contract
-// run (LLMStandIn). It checks requests as the real APIs do but runs no model: every reply is the
+// run (StandIns.LocalLLM). It checks requests as the real APIs do but runs no model: every reply is the
 // same curious question, streamed in pieces, and a structured-output request (the tags) finds none.
 //
 //   llm-stand-in --port P [--api-key K] [--model M] [--first-chunk-ms N] [--interval-ms N] [--chunks N]
@@ -12,7 +12,7 @@
 // Serves `POST /v1/chat/completions` (BFF_LLM_API=openai, BFF_LLM_BASE_URL=http://127.0.0.1:P/v1)
 // and the Azure path (BFF_LLM_API=azure, BFF_LLM_BASE_URL=http://127.0.0.1:P). Runs until killed.
 import Foundation
-import LLMStandIn
+import StandIns
 import Logging
 
 func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }

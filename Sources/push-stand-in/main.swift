@@ -1,5 +1,5 @@
 // push-stand-in: local APNs and FCM servers for development and the benchmark. They speak each
-// service's protocol and check what they receive (PushStandIns), but deliver nothing to a phone.
+// service's protocol and check what they receive (StandIns), but deliver nothing to a phone.
 //
 //   push-stand-in --dir DIR --cert FILE --key FILE [--apns-port P] [--fcm-port P] [--latency-ms N]
 //
@@ -9,7 +9,7 @@
 // and one line per refused request on stderr. Runs until killed.
 import Foundation
 import Logging
-import PushStandIns
+import StandIns
 
 struct Failure: Error, CustomStringConvertible {
     let description: String

@@ -26,14 +26,8 @@ struct ChatCreation: Sendable {
 
     func create(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Outcome {
         let title = try Self.title(request.title)
-        if let key = idempotencyKey {
-            guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-                throw APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
-            }
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let requestHash = Data(SHA256.hash(data: try encoder.encode(request)))
+        try IdempotencyRequest.check(idempotencyKey)
+        let requestHash = try IdempotencyRequest.hash(request)
         let logger = database.logger
         return try await database.run { client in
             try await client.withTransaction(logger: logger) { connection -> Outcome in

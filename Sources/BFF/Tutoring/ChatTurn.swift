@@ -85,14 +85,8 @@ struct ChatTurn: Sendable {
         if let difficulty = request.difficulty, !(1...5).contains(difficulty) {
             throw APIError.validation("difficulty", "must be between 1 and 5")
         }
-        if let key = idempotencyKey {
-            guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-                throw APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
-            }
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = .sortedKeys
-        let requestHash = Data(SHA256.hash(data: try encoder.encode(request)))
+        try IdempotencyRequest.check(idempotencyKey)
+        let requestHash = try IdempotencyRequest.hash(request)
         // A replay answers before anything is counted or asked.
         if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) {
             return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)

@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
-import PushStandIns
+import StandIns
 import Testing
 
 @testable import BFF

@@ -1,6 +1,6 @@
 import Foundation
 import NIOConcurrencyHelpers
-import PushStandIns
+import StandIns
 import Testing
 
 @testable import BFF

@@ -3,7 +3,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOConcurrencyHelpers
 import PostgresNIO
-import PushStandIns
+import StandIns
 import Testing
 
 @testable import BFF

@@ -1,7 +1,7 @@
 import Foundation
 import Hummingbird
 import NIOSSL
-import PushStandIns
+import StandIns
 
 @testable import BFF
 

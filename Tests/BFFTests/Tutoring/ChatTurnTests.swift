@@ -2,10 +2,10 @@ import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
-import LLMStandIn
 import NIOConcurrencyHelpers
 import NIOCore
 import PostgresNIO
+import StandIns
 import Testing
 
 @testable import BFF

@@ -1,15 +1,15 @@
 import AsyncHTTPClient
 import Foundation
-import LLMStandIn
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
+import StandIns
 import Testing
 
 @testable import BFF
 
 /// The Chat Completions client against a local server that speaks both dialects and checks what it
-/// receives (LLMStandIn): replies streamed piece by piece, usage, and every failure a provider
+/// receives (StandIns.LocalLLM): replies streamed piece by piece, usage, and every failure a provider
 /// really sends mapped to one `LLMFailure`.
 @Suite("LLM client", .timeLimit(.minutes(2)))
 struct LLMClientTests {

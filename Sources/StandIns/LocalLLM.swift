@@ -4,7 +4,6 @@ import Hummingbird
 import NIOConcurrencyHelpers
 import Logging
 import NIOCore
-import ServiceLifecycle
 
 /// How the local LLM answers one chat completion request.
 public enum LLMAnswer: Sendable {
@@ -213,30 +212,3 @@ public final class LocalLLM: Sendable {
     }
 }
 
-/// Runs `router` over plain HTTP/1.1 on 127.0.0.1:`port` (0: a free one) while `body` runs, and
-/// hands `body` its base URL, `http://127.0.0.1:PORT`.
-public func serveLocalLLM<T: Sendable>(
-    _ router: Router<BasicRequestContext>, port: Int = 0, logger: Logger, _ body: @escaping @Sendable (String) async throws -> T
-) async throws -> T {
-    let bound = NIOLockedValueBox(0)
-    let started = AsyncStream<Void>.makeStream()
-    let app = Application(
-        router: router, configuration: .init(address: .hostname("127.0.0.1", port: port)),
-        onServerRunning: { channel in
-            bound.withLockedValue { $0 = channel.localAddress?.port ?? 0 }
-            started.continuation.yield()
-        },
-        logger: logger)
-    return try await withThrowingTaskGroup(of: T?.self) { group in
-        let services = ServiceGroup(services: [app], logger: logger)
-        group.addTask {
-            try await services.run()
-            return nil
-        }
-        for await _ in started.stream { break }
-        defer { Task { await services.triggerGracefulShutdown() } }
-        let result = try await body("http://127.0.0.1:\(bound.withLockedValue { $0 })")
-        await services.triggerGracefulShutdown()
-        return result
-    }
-}

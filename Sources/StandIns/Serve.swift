@@ -1,4 +1,5 @@
 import Hummingbird
+import HummingbirdCore
 import HummingbirdHTTP2
 import Logging
 import NIOConcurrencyHelpers
@@ -18,10 +19,25 @@ public func serveStandIn<T: Sendable>(
     _ router: Router<BasicRequestContext>, tls: TLSConfiguration, port: Int = 0, logger: Logger,
     _ body: @escaping @Sendable (String) async throws -> T
 ) async throws -> T {
+    try await serve(router, server: try .http2Upgrade(tlsConfiguration: tls), base: { "https://localhost:\($0)" }, port: port, logger: logger, body)
+}
+
+/// Runs `router` over plain HTTP/1.1 on 127.0.0.1:`port` (0: a free one) while `body` runs, and
+/// hands `body` its base URL, `http://127.0.0.1:PORT` (the LLM stand-in: http is allowed for localhost).
+public func serveLocalLLM<T: Sendable>(
+    _ router: Router<BasicRequestContext>, port: Int = 0, logger: Logger, _ body: @escaping @Sendable (String) async throws -> T
+) async throws -> T {
+    try await serve(router, server: .http1(), base: { "http://127.0.0.1:\($0)" }, port: port, logger: logger, body)
+}
+
+private func serve<T: Sendable>(
+    _ router: Router<BasicRequestContext>, server: HTTPServerBuilder, base: @escaping @Sendable (Int) -> String, port: Int, logger: Logger,
+    _ body: @escaping @Sendable (String) async throws -> T
+) async throws -> T {
     let bound = NIOLockedValueBox(0)
     let started = AsyncStream<Void>.makeStream()
     let app = Application(
-        router: router, server: try .http2Upgrade(tlsConfiguration: tls),
+        router: router, server: server,
         configuration: .init(address: .hostname("127.0.0.1", port: port)),
         onServerRunning: { channel in
             bound.withLockedValue { $0 = channel.localAddress?.port ?? 0 }
@@ -36,7 +52,7 @@ public func serveStandIn<T: Sendable>(
         }
         for await _ in started.stream { break }
         defer { Task { await services.triggerGracefulShutdown() } }
-        let result = try await body("https://localhost:\(bound.withLockedValue { $0 })")
+        let result = try await body(base(bound.withLockedValue { $0 }))
         await services.triggerGracefulShutdown()
         return result
     }
