@@ -76,6 +76,10 @@ struct ChatTurn: Sendable {
         case .turn:
             guard let message = request.message else { throw APIError.validation("message", "is required (mode turn)") }
             guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw APIError.validation("message", "must not be blank") }
+            // The contract's maxLength and pattern, which the generated decoder does not check: PostgreSQL
+            // refuses NUL in text, and the turn would fail after the LLM call.
+            guard message.unicodeScalars.count <= 8000 else { throw APIError.validation("message", "must be at most 8000 characters") }
+            guard !message.unicodeScalars.contains("\0") else { throw APIError.validation("message", "must not contain NUL characters") }
             guard request.difficulty == nil else { throw APIError.validation("difficulty", "is for mode question only") }
         case .question:
             guard request.message == nil else { throw APIError.validation("message", "must be left out with mode question: the AI asks") }

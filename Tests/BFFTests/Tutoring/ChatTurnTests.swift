@@ -220,6 +220,7 @@ struct ChatTurnTests {
             for (body, code) in [
                 (#"{"message":"   "}"#, "validation_failed"), (#"{"message":"x","topic_id":"no.such.topic"}"#, "unknown_topic"),
                 (#"{"message":"x","chat_id":"not-a-uuid"}"#, "validation_failed"), (#"{"chat_id":null}"#, "validation_failed"),
+                (#"{"message":"a\u0000b"}"#, "validation_failed"), (#"{"message":"\#(String(repeating: "a", count: 8001))"}"#, "validation_failed"),
             ] {
                 let response = try await client.call(.post, "/api/v1/chat", as: learner, json: body)
                 #expect(response.status == .unprocessableContent && response.errorCode == code, "\(body): \(response.text)")
