@@ -56,7 +56,7 @@ public struct AppDependencies: Sendable {
         self.recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
         self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
         self.pushSenders = try PushSenders(configuration: configuration.push)
-        self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile, logger: logger) }
+        self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile) }
     }
 }
 

@@ -251,7 +251,8 @@ struct ChatRepository: Sendable {
         }
     }
 
-    /// Appends a message and keeps the chat's counters; used by the tutoring turn and by tests.
+    /// Appends a message and keeps the chat's counters (tests seed histories with it; the tutoring turn
+    /// stores its two messages in one statement of its own).
     func appendMessage(userID: UUID, chatID: UUID, role: String, content: String) async throws -> MessageRecord? {
         try await database.run { client in
             let rows = try await client.query(

@@ -64,9 +64,11 @@ extension RateLimitMiddleware {
 }
 
 extension APIError {
-    /// 429 `rate_limited` with `Retry-After` (at least one second).
+    /// 429 `rate_limited` with `Retry-After` (at least one second) and the limit's `RateLimit-*` headers.
     static func rateLimited(_ decision: RateLimiter.Decision) -> APIError {
-        rateLimited(retryAfter: decision.retryAfter)
+        var refusal = rateLimited(retryAfter: decision.retryAfter)
+        refusal.headers.applyRateLimit(decision)
+        return refusal
     }
 
     /// 429 `rate_limited` for `subject` ("Too many <subject>; …"), `Retry-After` rounded up to whole seconds, at least one.

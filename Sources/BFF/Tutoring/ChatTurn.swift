@@ -1,5 +1,4 @@
 import BFFAPI
-import Crypto
 import Foundation
 import HTTPTypes
 import Logging
@@ -97,11 +96,7 @@ struct ChatTurn: Sendable {
         }
         guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
         let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
-        guard decision.allowed else {
-            var refusal = APIError.rateLimited(decision)
-            refusal.headers.applyRateLimit(decision)
-            throw refusal
-        }
+        guard decision.allowed else { throw APIError.rateLimited(decision) }
         let context = try await readContext(userID: userID, request: request)
         if let key = idempotencyKey {
             try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
@@ -170,21 +165,28 @@ struct ChatTurn: Sendable {
             guard let found else { throw APIError.notFound }
             // An opened recall reopens its ended chat for the re-recall conversation (UC-002).
             guard found.status != "ended" || found.reopened else { throw APIError(.chatEnded) }
-            var history: [LLMMessage] = []
-            for try await (role, content) in try await client.query(
-                """
-                SELECT role, content FROM (
-                    SELECT role, content, created_at, id FROM messages
-                    WHERE chat_id = \(chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
-                    ORDER BY created_at DESC, id DESC LIMIT 200
-                ) newest ORDER BY created_at, id
-                """, logger: logger
-            ).decode((String, String).self) {
-                history.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content))
-            }
+            let history = try await Self.dialogue(client, chatID: chatID, userID: userID, logger: logger)
             let names = try await Self.names(client, subjectID: found.subjectID, topicID: found.topicID, logger: logger)
             return Context(prompt: .init(subject: names.subject, topic: names.topic, difficulty: difficulty), history: history, newChat: nil)
         }
+    }
+
+    /// The chat's newest 200 messages of the learner and the AI, oldest first: the history a turn
+    /// sends and the dialogue tags are read from.
+    static func dialogue(_ client: PostgresClient, chatID: UUID, userID: UUID, logger: Logger) async throws -> [LLMMessage] {
+        var dialogue: [LLMMessage] = []
+        for try await (role, content) in try await client.query(
+            """
+            SELECT role, content FROM (
+                SELECT role, content, created_at, id FROM messages
+                WHERE chat_id = \(chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
+                ORDER BY created_at DESC, id DESC LIMIT 200
+            ) newest ORDER BY created_at, id
+            """, logger: logger
+        ).decode((String, String).self) {
+            dialogue.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content))
+        }
+        return dialogue
     }
 
     private static func names(_ client: PostgresClient, subjectID: String?, topicID: String?, logger: Logger) async throws -> (subject: String?, topic: String?) {

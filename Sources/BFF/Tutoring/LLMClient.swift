@@ -1,6 +1,5 @@
 import AsyncHTTPClient
 import Foundation
-import Logging
 import Metrics
 import NIOCore
 import NIOHTTP1
@@ -53,13 +52,11 @@ enum LLMFailure: Error, Equatable, CustomStringConvertible {
 struct LLMClient: Sendable {
     let configuration: LLMConfiguration
     let http: HTTPClient
-    let logger: Logger
 
     /// On the process's outbound client (`BFF_OUTBOUND_CA_FILE`), whose reads may pause as long as a whole reply may take.
-    init(configuration: LLMConfiguration, extraCAFile: String?, logger: Logger) throws {
+    init(configuration: LLMConfiguration, extraCAFile: String?) throws {
         self.configuration = configuration
         self.http = try OutboundHTTP.client(extraCAFile: extraCAFile, readTimeout: configuration.totalTimeout)
-        self.logger = logger
     }
 
     /// Streams `request`'s reply, handing each piece of text to `onDelta` as it arrives, and returns

@@ -50,17 +50,7 @@ struct TagExtraction: Sendable {
             for try await (code, label) in try await client.query(
                 "SELECT code, label FROM tags WHERE \(subject)::text IS NULL OR code LIKE \(subject ?? "") || '.%' ORDER BY code", logger: logger
             ).decode((String, String).self) { catalogue.append((code, label)) }
-            var dialogue: [LLMMessage] = []
-            for try await (role, content) in try await client.query(
-                """
-                SELECT role, content FROM (
-                    SELECT role, content, created_at, id FROM messages
-                    WHERE chat_id = \(args.chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
-                    ORDER BY created_at DESC, id DESC LIMIT 200
-                ) newest ORDER BY created_at, id
-                """, logger: logger
-            ).decode((String, String).self) { dialogue.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content)) }
-            return (catalogue, dialogue)
+            return (catalogue, try await ChatTurn.dialogue(client, chatID: args.chatID, userID: userID, logger: logger))
         }
         guard !catalogue.isEmpty, dialogue.contains(where: { $0.role == .user }) else { return }
 
@@ -95,14 +85,7 @@ struct TagExtraction: Sendable {
 
     /// The prompt: the catalogue, the dialogue (learner = the explainer), and a schema of its codes.
     static func request(catalogue: [(code: String, label: String)], dialogue: [LLMMessage]) -> LLMRequest {
-        var kept: [LLMMessage] = []
-        var used = 0
-        for message in dialogue.reversed() {
-            used += message.content.count
-            guard used <= dialogueBudget else { break }
-            kept.append(message)
-        }
-        let transcript = kept.reversed().map { "\($0.role == .user ? "説明者" : "生徒役"): \($0.content)" }.joined(separator: "\n")
+        let transcript = TutoringPrompt.newest(dialogue, budget: dialogueBudget).map { "\($0.role == .user ? "説明者" : "生徒役"): \($0.content)" }.joined(separator: "\n")
         let list = catalogue.map { "- \($0.code): \($0.label)" }.joined(separator: "\n")
         let system = """
             あなたは学習支援の分析者です。次の対話で「説明者」の説明に現れている誤解を、タグ一覧の中からだけ選んでください。

@@ -26,14 +26,20 @@ enum TutoringPrompt {
     /// The system prompt, as much of `history` (oldest first) as fits `budget` characters counted
     /// from the newest message backwards, and the new message.
     static func messages(_ context: Context, history: [LLMMessage], message: String, budget: Int) -> [LLMMessage] {
+        [LLMMessage(role: .system, content: system(context))] + newest(history, budget: budget - message.count)
+            + [LLMMessage(role: .user, content: message)]
+    }
+
+    /// The newest of `messages` whose characters together fit `budget`, oldest first.
+    static func newest(_ messages: [LLMMessage], budget: Int) -> [LLMMessage] {
         var kept: [LLMMessage] = []
-        var used = message.count
-        for earlier in history.reversed() {
-            used += earlier.content.count
+        var used = 0
+        for message in messages.reversed() {
+            used += message.content.count
             guard used <= budget else { break }
-            kept.append(earlier)
+            kept.append(message)
         }
-        return [LLMMessage(role: .system, content: system(context))] + kept.reversed() + [LLMMessage(role: .user, content: message)]
+        return kept.reversed()
     }
 
     /// The instant question (M-007): the AI opens a chat with one question on the subject and topic

@@ -48,6 +48,17 @@ struct ChatTurnTests {
         }
     }
 
+    /// A turn sent over a connection of its own (the test client sends one request at a time).
+    func turnRequest(port: Int, as learner: Learner, json: String, headers extra: [(String, String)] = []) -> HTTPClientRequest {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chat")
+        request.method = .POST
+        request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+        request.headers.add(name: "Content-Type", value: "application/json")
+        for (name, value) in extra { request.headers.add(name: name, value: value) }
+        request.body = .bytes(ByteBuffer(string: json))
+        return request
+    }
+
     func rows(_ sql: PostgresQuery) async throws -> [[String?]] {
         try await database.withClient { client in
             var rows: [[String?]] = []
@@ -168,12 +179,8 @@ struct ChatTurnTests {
             let slowKey: HTTPFields = [HTTPField.Name("Idempotency-Key")!: "outbox-3"]
             let running = Task { try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"message":"ゆっくり"}"#, headers: slowKey) }
             #expect(try await eventually(within: .seconds(5)) { llm.received.withLockedValue { $0.count } == 2 })
-            var duplicate = HTTPClientRequest(url: "http://127.0.0.1:\(try #require(client.port))/api/v1/chat")
-            duplicate.method = .POST
-            duplicate.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-            duplicate.headers.add(name: "Content-Type", value: "application/json")
-            duplicate.headers.add(name: "Idempotency-Key", value: "outbox-3")
-            duplicate.body = .bytes(ByteBuffer(string: #"{"message":"ゆっくり"}"#))
+            let duplicate = turnRequest(
+                port: try #require(client.port), as: learner, json: #"{"message":"ゆっくり"}"#, headers: [("Idempotency-Key", "outbox-3")])
             let answer = try await HTTPClient.shared.execute(duplicate, timeout: .seconds(10))
             let text = String(buffer: try await answer.body.collect(upTo: 65536))
             #expect(answer.status == .conflict && text.contains("idempotency_in_progress"), "\(answer.status) \(text)")
@@ -186,15 +193,11 @@ struct ChatTurnTests {
         let llm = LocalLLM { _, _ in .reply(["はい"]) }
         try await withTurns(llm) { client, learner in
             // Over connections of their own (the test client sends one request at a time).
-            let url = "http://127.0.0.1:\(try #require(client.port))/api/v1/chat"
+            let port = try #require(client.port)
             let statuses = try await withThrowingTaskGroup(of: (Int, String?).self) { group in
                 for index in 0..<20 {
                     group.addTask {
-                        var request = HTTPClientRequest(url: url)
-                        request.method = .POST
-                        request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-                        request.headers.add(name: "Content-Type", value: "application/json")
-                        request.body = .bytes(ByteBuffer(string: #"{"message":"説明\#(index)"}"#))
+                        let request = turnRequest(port: port, as: learner, json: #"{"message":"説明\#(index)"}"#)
                         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(10))
                         _ = try await response.body.collect(upTo: 65536)
                         let retryAfter = response.headers.first(name: "Retry-After")
@@ -240,12 +243,7 @@ struct ChatTurnTests {
     func stream(
         port: Int, as learner: Learner, json: String, onEvent: @escaping @Sendable (String, String, Date) -> Bool = { _, _, _ in true }
     ) async throws -> (status: Int, contentType: String?, events: [(String, String)]) {
-        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chat")
-        request.method = .POST
-        request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-        request.headers.add(name: "Content-Type", value: "application/json")
-        request.headers.add(name: "Accept", value: "text/event-stream")
-        request.body = .bytes(ByteBuffer(string: json))
+        let request = turnRequest(port: port, as: learner, json: json, headers: [("Accept", "text/event-stream")])
         let response = try await HTTPClient.shared.execute(request, timeout: .seconds(20))
         var events: [(String, String)] = []
         var pending = ""
@@ -364,7 +362,7 @@ struct ChatTurnTests {
         let store = Database(client: client, timeout: .seconds(10))
         let extraction = TagExtraction(
             database: store,
-            llm: try LLMClient(configuration: .init(api: .openai, baseURL: "\(llmBase)/v1", apiKey: llm.apiKey, model: llm.model), extraCAFile: nil, logger: TestEnvironment.quietLogger),
+            llm: try LLMClient(configuration: .init(api: .openai, baseURL: "\(llmBase)/v1", apiKey: llm.apiKey, model: llm.model), extraCAFile: nil),
             logger: TestEnvironment.quietLogger)
         var configuration = JobRuntimeConfiguration(concurrency: 2, pollInterval: .milliseconds(100), lease: .seconds(30), drain: .seconds(2))
         configuration.backoff = Backoff(base: .milliseconds(20), cap: .milliseconds(200))

@@ -27,7 +27,7 @@ struct LLMClientTests {
             let configuration = LLMConfiguration(
                 api: api, baseURL: api == .openai ? "\(base)/v1" : base, apiKey: llm.apiKey, model: llm.model,
                 firstTokenTimeout: firstTokenTimeout, totalTimeout: totalTimeout, maxOutputTokens: 300)
-            let client = try LLMClient(configuration: configuration, extraCAFile: nil, logger: TestEnvironment.quietLogger)
+            let client = try LLMClient(configuration: configuration, extraCAFile: nil)
             return try await body(client, llm)
         }
     }
