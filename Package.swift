@@ -91,8 +91,8 @@ let package = Package(
             ]
         ),
         // Local stand-ins for the services the BFF calls (APNs, FCM, Notification Hubs, an OpenAI-compatible
-        // LLM in both dialects) that speak their protocols and check what they receive: the tests' servers,
-        // the benchmark's and scripts/dev's (push-stand-in, llm-stand-in).
+        // LLM in both dialects, RevenueCat) that speak their protocols and check what they receive: the tests' servers,
+        // the benchmark's and scripts/dev's (push-stand-in, llm-stand-in, revenuecat-stand-in).
         .target(
             name: "StandIns",
             dependencies: [
@@ -115,6 +115,15 @@ let package = Package(
         .executableTarget(
             name: "push-stand-in",
             dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "revenuecat-stand-in",
+            dependencies: [
+                "StandIns",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .executableTarget(
             name: "bff-bench",

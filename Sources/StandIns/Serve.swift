@@ -23,8 +23,9 @@ public func serveStandIn<T: Sendable>(
 }
 
 /// Runs `router` over plain HTTP/1.1 on 127.0.0.1:`port` (0: a free one) while `body` runs, and
-/// hands `body` its base URL, `http://127.0.0.1:PORT` (the LLM stand-in: http is allowed for localhost).
-public func serveLocalLLM<T: Sendable>(
+/// hands `body` its base URL, `http://127.0.0.1:PORT` (the LLM and RevenueCat stand-ins: the server
+/// allows plain http for localhost).
+public func serveHTTP1<T: Sendable>(
     _ router: Router<BasicRequestContext>, port: Int = 0, logger: Logger, _ body: @escaping @Sendable (String) async throws -> T
 ) async throws -> T {
     try await serve(router, server: .http1(), base: { "http://127.0.0.1:\($0)" }, port: port, logger: logger, body)

@@ -59,7 +59,7 @@ let llm = LocalLLM(
         timings.write(Data(String(format: "%.6f %.6f %@\n", firstChunk.timeIntervalSince1970, lastChunk.timeIntervalSince1970, String(marker)).utf8))
     })
 do {
-    try await serveLocalLLM(llm.router, port: port, logger: logger) { base in
+    try await serveHTTP1(llm.router, port: port, logger: logger) { base in
         write("llm-stand-in: \(base)/v1/chat/completions (model \(llm.model)), Azure path under \(base)/openai/deployments/")
         while true {
             try await Task.sleep(for: .seconds(1))

@@ -3,7 +3,7 @@ import Foundation
 import OpenAPIRuntime
 
 /// The generated server protocol's implementation. Handlers stay thin: each capability folder holds
-/// the logic. Operations of later issues answer 501 `not_implemented`, as `openapi.yaml` documents.
+/// the logic.
 struct APIService: APIProtocol {
     let health: HealthHandlers
     let auth: AuthService
@@ -13,6 +13,9 @@ struct APIService: APIProtocol {
     let pushTokens: PushTokenRepository
     let recalls: RecallRepository
     let turns: ChatTurn
+    let subscriptions: SubscriptionStore
+    let purchases: PurchaseVerification
+    let inbox: RevenueCatInbox
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
@@ -22,9 +25,12 @@ struct APIService: APIProtocol {
         settings = SettingsRepository(database: dependencies.database, recalls: dependencies.recalls)
         pushTokens = PushTokenRepository(database: dependencies.database)
         recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.recalls)
+        subscriptions = dependencies.subscriptionSync.store
         turns = ChatTurn(
             database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.llm,
-            logger: dependencies.logger)
+            quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), logger: dependencies.logger)
+        purchases = PurchaseVerification(sync: dependencies.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
+        inbox = RevenueCatInbox(database: dependencies.database, logger: dependencies.logger)
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
@@ -40,8 +46,6 @@ struct APIService: APIProtocol {
         }
     }
 
-    // Operations of later issues: the contract's credentials are still required, so a client sees
-    // the 401 or 403 it will meet once the operation lands, and only an authorised call the 501.
     func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output {
         let principal = try Authorization.require("chat:rw")
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
@@ -59,10 +63,5 @@ struct APIService: APIProtocol {
             return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, logger: turns.logger))))
         }
         return .ok(.init(body: .json(try await turns.complete(prepared).schema)))
-    }
-
-    func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {
-        _ = try Authorization.require("iap:verify")
-        throw APIError.notImplemented
     }
 }

@@ -41,6 +41,10 @@ public struct AppConfiguration: Sendable {
     public var push: PushConfiguration
     /// The tutoring turn's LLM (`BFF_LLM_*`); nil without `BFF_LLM_BASE_URL`.
     public var llm: LLMConfiguration?
+    /// Subscriptions through RevenueCat (`BFF_REVENUECAT_*`, `BFF_IAP_*`).
+    public var subscriptions: SubscriptionConfiguration
+    /// What each plan allows (`BFF_PLAN_LIMITS`).
+    public var planLimits: PlanLimits
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -87,6 +91,8 @@ public struct AppConfiguration: Sendable {
         pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 64, range: 1...10_000)
         push = try PushConfiguration(reader)
         llm = try LLMConfiguration(reader)
+        subscriptions = try SubscriptionConfiguration(reader)
+        planLimits = try PlanLimits(reader)
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -25,6 +25,8 @@ public struct AppDependencies: Sendable {
     let pushSenders: PushSenders
     /// The tutoring turn's LLM; nil without `BFF_LLM_BASE_URL`.
     let llm: LLMClient?
+    /// Re-syncs from RevenueCat, and the store they write.
+    let subscriptionSync: SubscriptionSync
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()
@@ -57,6 +59,14 @@ public struct AppDependencies: Sendable {
         self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
         self.pushSenders = try PushSenders(configuration: configuration.push)
         self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile) }
+        let subscriptions = configuration.subscriptions
+        self.subscriptionSync = SubscriptionSync(
+            store: SubscriptionStore(database: database, configuration: subscriptions, logger: logger),
+            client: try subscriptions.apiKey.map {
+                try RevenueCatClient(
+                    baseURL: subscriptions.baseURL, apiKey: $0, extraCAFile: configuration.push.outboundCAFile, timeout: subscriptions.timeout)
+            },
+            limiter: RateLimiter(database: database), logger: logger)
     }
 }
 
@@ -146,6 +156,7 @@ func buildRouter(
     router.add(middleware: RateLimitMiddleware.loginPerDevice(limiter: limiter, rate: configuration.authDeviceRateLimit))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
     router.add(middleware: LocationHeaderMiddleware())
+    router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.subscriptions.webhookAuthorization))
     router.add(
         middleware: AuthenticationMiddleware(
             tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,

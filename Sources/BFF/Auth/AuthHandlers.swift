@@ -39,11 +39,13 @@ extension APIService {
         guard let user = try await auth.identity.user(id: principal.userID) else {
             throw APIError.invalidToken("The account of this token no longer exists.")
         }
+        let subscription = try await subscriptions.view(userID: principal.userID)
         return .ok(
             .init(
                 body: .json(
                     .init(
-                        id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName, plan: .free, subscription: nil))))
+                        id: user.id.uuidString.lowercased(), email: user.email, displayName: user.displayName,
+                        plan: .init(rawValue: subscription.entitlement.plan.rawValue) ?? .free, subscription: subscription.granting?.schema))))
     }
 
     func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {

@@ -50,6 +50,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     static let publicOperations: Set<String> = [
         "GET /api/v1/auth/start", "GET /api/v1/auth/callback", "POST /api/v1/auth/refresh",
         "POST /api/v1/auth/backchannel-logout",
+        // RevenueCat's own credential, checked by WebhookAuthorizationMiddleware.
+        "POST /api/v1/iap/revenuecat/webhook",
     ]
 
     /// The scope each protected operation of the contract names in its `security` requirement. A
@@ -78,6 +80,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         "POST /api/v1/recalls/{recall_id}/opened": "chat:rw",
         "POST /api/v1/recalls/{recall_id}/evaluation": "chat:rw",
         "POST /api/v1/iap/verify": "iap:verify",
+        "GET /api/v1/me/subscription": "profile:read",
     ]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

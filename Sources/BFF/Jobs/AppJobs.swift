@@ -11,7 +11,8 @@ struct AppJobs: Sendable {
                 pushConcurrency: dependencies.configuration.pushConcurrency, logger: dependencies.logger
             ).handlers
             + (dependencies.llm.map { [TagExtraction(database: dependencies.database, llm: $0, logger: dependencies.logger).handler] } ?? [])
-        periodic = [MaintenanceJob.periodic(dependencies)]
+            + dependencies.subscriptionSync.handlers
+        periodic = [MaintenanceJob.periodic(dependencies)] + dependencies.subscriptionSync.periodic
     }
 
     func worker(_ dependencies: AppDependencies, started: StartupGate? = nil) -> JobWorker {

@@ -20,9 +20,11 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case invalidRefreshToken = "invalid_refresh_token"
     case sessionRevoked = "session_revoked"
     case idpRejected = "idp_rejected"
+    case webhookUnauthorized = "webhook_unauthorized"
     // 403
     case insufficientScope = "insufficient_scope"
     case originNotAllowed = "origin_not_allowed"
+    case planRequired = "plan_required"
     // 404, 405
     case notFound = "not_found"
     case methodNotAllowed = "method_not_allowed"
@@ -42,13 +44,14 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case unknownSubject = "unknown_subject"
     case unknownTopic = "unknown_topic"
     case contentFiltered = "content_filtered"
+    case invalidReceipt = "invalid_receipt"
     // 429
     case rateLimited = "rate_limited"
+    case quotaExceeded = "quota_exceeded"
     // 500, 501
     case `internal` = "internal"
     case notImplemented = "not_implemented"
-    // 503: a dependency is down. `llm_unavailable` and `store_unavailable` belong to the tutoring
-    // turn and subscriptions, already in the contract.
+    // 503: a dependency is down.
     case databaseUnavailable = "database_unavailable"
     case idpUnavailable = "idp_unavailable"
     case llmUnavailable = "llm_unavailable"
@@ -61,15 +64,17 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .badRequest, .invalidJSON, .invalidForm, .invalidState, .invalidGrant, .invalidRedirectURI, .invalidLogoutToken,
             .notAcceptable:
             .badRequest
-        case .invalidToken, .refreshReused, .refreshExpired, .invalidRefreshToken, .sessionRevoked, .idpRejected: .unauthorized
-        case .insufficientScope, .originNotAllowed: .forbidden
+        case .invalidToken, .refreshReused, .refreshExpired, .invalidRefreshToken, .sessionRevoked, .idpRejected, .webhookUnauthorized:
+            .unauthorized
+        case .insufficientScope, .originNotAllowed, .planRequired: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
         case .staleUpdate, .idempotencyInProgress, .recallDone, .recallCanceled, .chatEnded: .conflict
         case .payloadTooLarge: .contentTooLarge
         case .unsupportedMediaType: .unsupportedMediaType
-        case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic, .contentFiltered: .unprocessableContent
-        case .rateLimited: .tooManyRequests
+        case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic, .contentFiltered, .invalidReceipt:
+            .unprocessableContent
+        case .rateLimited, .quotaExceeded: .tooManyRequests
         case .internal: .internalServerError
         case .notImplemented: .notImplemented
         case .databaseUnavailable, .idpUnavailable, .llmUnavailable, .storeUnavailable, .notReady: .serviceUnavailable
@@ -93,8 +98,10 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .invalidRefreshToken: "The refresh token is not valid."
         case .sessionRevoked: "This session was revoked; sign in again."
         case .idpRejected: "The identity provider did not accept the login."
+        case .webhookUnauthorized: "The Authorization header is not the one configured for this webhook."
         case .insufficientScope: "The access token lacks the scope this operation needs."
         case .originNotAllowed: "A request authenticated by the session cookie must come from an allowed origin."
+        case .planRequired: "This feature needs a higher plan."
         case .notFound: "The requested resource does not exist."
         case .methodNotAllowed: "This path does not accept this method."
         case .staleUpdate: "The resource was changed after your copy; reload it and retry."
@@ -110,7 +117,9 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .unknownSubject: "No such subject."
         case .unknownTopic: "No such topic."
         case .contentFiltered: "The tutor cannot answer this message. Please rephrase it."
+        case .invalidReceipt: "The store did not accept this receipt."
         case .rateLimited: "Too many requests; retry later."
+        case .quotaExceeded: "Your plan's quota for today is used up."
         case .internal: "An internal error occurred; it has been logged with the request id."
         case .notImplemented: "This operation is specified but not available yet."
         case .databaseUnavailable: "The database is unavailable; retry shortly."

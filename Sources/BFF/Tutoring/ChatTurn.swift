@@ -18,6 +18,8 @@ struct ChatTurn: Sendable {
     let limiter: RateLimiter
     /// Nil without `BFF_LLM_BASE_URL`: every turn is 503 `llm_unavailable`.
     let llm: LLMClient?
+    /// The plan's features and turns a day.
+    let quota: TurnQuota
     let logger: Logger
 
     static let operation = "chatTurn"
@@ -95,6 +97,7 @@ struct ChatTurn: Sendable {
             return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)
         }
         guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
+        try await quota.check(userID: userID, question: request.mode == .question)
         let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
         guard decision.allowed else { throw APIError.rateLimited(decision) }
         let context = try await readContext(userID: userID, request: request)
@@ -238,6 +241,7 @@ struct ChatTurn: Sendable {
                     throw APIError.notFound
                 }
                 let result = Result(chatID: chatID, userMessage: user, reply: reply)
+                try await TurnQuota.count(userID: userID, on: connection, logger: logger)
                 // Misconception tags from the dialogue, once this turn is committed (never part of it).
                 if user != nil {
                     try await TagExtraction.enqueue(chatID: chatID, userID: userID, replyID: reply.id, on: connection, logger: logger)

@@ -141,7 +141,8 @@ struct HTTPContractTests {
             } else if let path, let match = line.wholeMatch(of: /\ {4}(get|put|post|patch|delete):/) {
                 let method = match.1.uppercased()
                 operations.append((name: "\(method) \(path)", method: method, path: path, isPublic: false, scope: nil))
-            } else if line == "      security: []", !operations.isEmpty {
+            } else if line == "      security: []" || line == "        - revenueCatWebhook: []", !operations.isEmpty {
+                // RevenueCat's webhook carries its own credential, not the app's token.
                 operations[operations.count - 1].isPublic = true
             } else if let match = line.wholeMatch(of: /\ {8}- bearerAuth: \['([a-z:]+)'\]/), !operations.isEmpty {
                 operations[operations.count - 1].scope = String(match.1)
@@ -150,8 +151,8 @@ struct HTTPContractTests {
         return operations
     }
 
-    @Test("an operation of a later issue answers 501 not_implemented, once the caller is authorised for it")
-    func notImplemented() async throws {
+    @Test("without RevenueCat configured, verification is 503 store_unavailable once the caller is authorised, and the webhook refuses every delivery")
+    func storeNotConfigured() async throws {
         let learner = try await Learner.make(database: database)
         let profileOnly = try await Learner.make(database: database, scopes: ["profile:read"])
         let app = try await makeTestApp(database: database)
@@ -161,7 +162,13 @@ struct HTTPContractTests {
                 try await client.execute(uri: "/api/v1/iap/verify", method: .post, headers: Self.json, body: ByteBuffer(string: purchase)),
                 .unauthorized, "invalid_token")
             expectError(try await client.call(.post, "/api/v1/iap/verify", as: profileOnly, json: purchase), .forbidden, "insufficient_scope")
-            expectError(try await client.call(.post, "/api/v1/iap/verify", as: learner, json: purchase), .notImplemented, "not_implemented")
+            expectError(try await client.call(.post, "/api/v1/iap/verify", as: learner, json: purchase), .serviceUnavailable, "store_unavailable")
+            let event = ByteBuffer(string: #"{"event": {"id": "e1", "type": "RENEWAL"}}"#)
+            var headers = Self.json
+            headers[.authorization] = "anything at all, nothing is configured"
+            expectError(
+                try await client.execute(uri: "/api/v1/iap/revenuecat/webhook", method: .post, headers: headers, body: event),
+                .serviceUnavailable, "store_unavailable")
         }
     }
 

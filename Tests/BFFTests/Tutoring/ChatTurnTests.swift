@@ -35,7 +35,7 @@ struct ChatTurnTests {
     ) async throws -> T {
         let learner = try await Learner.make(database: database)
         let database = database
-        return try await serveLocalLLM(llm.router, logger: TestEnvironment.quietLogger) { base in
+        return try await serveHTTP1(llm.router, logger: TestEnvironment.quietLogger) { base in
             let app = try await makeTestApp(
                 database: database,
                 environment: [

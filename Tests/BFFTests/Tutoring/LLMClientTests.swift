@@ -23,7 +23,7 @@ struct LLMClientTests {
         answering answer: LLMAnswer, _ body: @escaping @Sendable (LLMClient, LocalLLM) async throws -> T
     ) async throws -> T {
         let llm = LocalLLM(answer: { _, _ in answer })
-        return try await serveLocalLLM(llm.router, logger: TestEnvironment.quietLogger) { base in
+        return try await serveHTTP1(llm.router, logger: TestEnvironment.quietLogger) { base in
             let configuration = LLMConfiguration(
                 api: api, baseURL: api == .openai ? "\(base)/v1" : base, apiKey: llm.apiKey, model: llm.model,
                 firstTokenTimeout: firstTokenTimeout, totalTimeout: totalTimeout, maxOutputTokens: 300)

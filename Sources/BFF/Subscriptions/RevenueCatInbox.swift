@@ -1,0 +1,83 @@
+import Crypto
+import Foundation
+import Hummingbird
+import Logging
+import PostgresNIO
+
+/// RevenueCat's webhook events, kept in an inbox keyed by event id (RevenueCat delivers at least
+/// once, repeats ids on retry, keeps no order, and adds event types without notice). An event is
+/// never acted on as such: it names the users to re-sync from `GET /subscribers`.
+struct RevenueCatInbox: Sendable {
+    static let path = "/api/v1/iap/revenuecat/webhook"
+
+    /// What the inbox keeps of one event.
+    struct Event: Sendable {
+        var id: String
+        var type: String
+        var environment: String?
+        /// Every RevenueCat id the event names.
+        var appUserIDs: [String]
+        var eventAt: Date?
+        var bodyHash: Data
+    }
+
+    let database: Database
+    let logger: Logger
+
+    /// Keeps `event` and asks for the syncs of the users it names, in one transaction; false when
+    /// the event was already kept (a repeat changes nothing).
+    func receive(_ event: Event) async throws -> Bool {
+        // RevenueCat's ids map to users only through the user's own id, which the app logs in with;
+        // aliases and anonymous ids name no user here.
+        let candidates = Array(Set(event.appUserIDs.compactMap { UUID(uuidString: $0) }))
+        return try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection in
+                var users: [UUID] = []
+                for try await id in try await connection.query(
+                    "SELECT id FROM users WHERE id = ANY(\(candidates)) ORDER BY id", logger: logger
+                ).decode(UUID.self) { users.append(id) }
+                var stored = false
+                for try await _ in try await connection.query(
+                    """
+                    INSERT INTO revenuecat_events (event_id, type, environment, app_user_ids, pending_users, event_at, body_hash, processed_at)
+                    VALUES (\(event.id), \(event.type), \(event.environment), \(event.appUserIDs), \(users), \(event.eventAt), \(event.bodyHash),
+                            CASE WHEN \(users.isEmpty) THEN now() END)
+                    ON CONFLICT (event_id) DO NOTHING
+                    RETURNING 1
+                    """, logger: logger)
+                { stored = true }
+                guard stored else { return false }
+                for user in users {
+                    try await SubscriptionSync.request(userID: user, reason: .webhook, on: connection, logger: logger)
+                }
+                return true
+            }
+        }
+    }
+}
+
+/// The webhook's credential: RevenueCat sends the `Authorization` value set in its dashboard and no
+/// signature. It is checked before the body is read, so a caller without it learns nothing about
+/// what the body should be, and nothing is stored.
+struct WebhookAuthorizationMiddleware<Context: RequestContext>: RouterMiddleware {
+    /// `BFF_REVENUECAT_WEBHOOK_AUTH`; nil refuses every delivery with 503 (RevenueCat retries it).
+    let expected: String?
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        guard request.uri.path == RevenueCatInbox.path, request.method == .post else { return try await next(request, context) }
+        guard let expected else {
+            throw APIError(.storeUnavailable, "The RevenueCat webhook is not configured on this server (BFF_REVENUECAT_WEBHOOK_AUTH).")
+        }
+        guard let given = request.headers[.authorization], Self.same(given, expected) else { throw APIError(.webhookUnauthorized) }
+        return try await next(request, context)
+    }
+
+    /// Compares in time independent of where the values differ (their digests have one length).
+    static func same(_ given: String, _ expected: String) -> Bool {
+        let left = SHA256.hash(data: Data(given.utf8))
+        let right = SHA256.hash(data: Data(expected.utf8))
+        var difference: UInt8 = 0
+        for (a, b) in zip(left, right) { difference |= a ^ b }
+        return difference == 0
+    }
+}

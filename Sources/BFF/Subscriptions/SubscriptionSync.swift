@@ -1,0 +1,181 @@
+import Foundation
+import Logging
+import PostgresNIO
+
+/// Re-syncs users from RevenueCat's canonical snapshot (JOB-003): the `iap.sync` job, which
+/// webhooks, verifications that could not finish, the expiry job and the nightly reconcile ask for,
+/// and those two periodic jobs.
+///
+/// RevenueCat's v1 API allows few requests, so syncs spend budgets shared by every process (rate
+/// limiter keys): one for the syncs events ask for (`BFF_REVENUECAT_SYNC_RATE`), another for the
+/// nightly reconcile (`BFF_REVENUECAT_RECONCILE_RATE`), so the reconcile never delays a purchase.
+struct SubscriptionSync: Sendable {
+    static let kind = "iap.sync"
+    static let expiryKind = "iap.expiry"
+    static let reconcileKind = "iap.reconcile"
+    /// Syncs one user's events ask for run at most once per window.
+    static let window: Double = 10
+
+    enum Reason: String, Codable, Sendable {
+        /// A webhook named the user.
+        case webhook
+        /// A verification stored the receipt at RevenueCat but could not read the result back.
+        case verify
+        /// The user's access ends soon or has just ended.
+        case expiry
+        /// An event still waiting for this user's sync after its job gave up.
+        case inbox
+        /// The nightly pass over every live subscription.
+        case reconcile
+    }
+
+    struct Args: Codable, Sendable {
+        let userID: UUID
+        let reason: Reason
+
+        enum CodingKeys: String, CodingKey {
+            case userID = "user_id"
+            case reason
+        }
+    }
+
+    let store: SubscriptionStore
+    /// Nil without `BFF_REVENUECAT_API_KEY`: syncs wait for one.
+    let client: RevenueCatClient?
+    let limiter: RateLimiter
+    let logger: Logger
+
+    var configuration: SubscriptionConfiguration { store.configuration }
+
+    /// Asks for a sync of `userID` inside the caller's transaction, coalesced: one job per user and
+    /// 10-second window. While the window's job has not started, it will read RevenueCat after this
+    /// call and covers it; once started, the next window's job is asked for instead.
+    static func request(userID: UUID, reason: Reason, on connection: PostgresConnection, logger: Logger, now: Date = Date()) async throws {
+        let current = Int64((now.timeIntervalSince1970 / window).rounded(.down))
+        let args = Args(userID: userID, reason: reason)
+        let user = userID.uuidString.lowercased()
+        if try await JobQueue.enqueue(kind, args, options: .init(userID: userID, uniqueKey: "sync:\(user):\(current)"), on: connection, logger: logger) {
+            return
+        }
+        var waiting = false
+        for try await state in try await connection.query(
+            "SELECT state FROM jobs WHERE kind = \(kind) AND unique_key = \("sync:\(user):\(current)")", logger: logger
+        ).decode(String.self) { waiting = state == "available" }
+        guard !waiting else { return }
+        let next = current + 1
+        try await JobQueue.enqueue(
+            kind, args, options: .init(userID: userID, uniqueKey: "sync:\(user):\(next)", runAt: Date(timeIntervalSince1970: Double(next) * window)),
+            on: connection, logger: logger)
+    }
+
+    var handlers: [JobHandler] {
+        // Enough at once to spend the budget while RevenueCat takes its time to answer.
+        [JobHandler(kind: Self.kind, concurrency: min(64, max(2, configuration.syncRate))) { job in try await sync(job) }]
+    }
+
+    var periodic: [PeriodicJob] {
+        [
+            PeriodicJob(every: configuration.expiryInterval, handler: JobHandler(kind: Self.expiryKind, concurrency: 1) { _ in try await expire() }),
+            PeriodicJob(every: .seconds(86_400), handler: JobHandler(kind: Self.reconcileKind, concurrency: 1) { job in try await reconcile(job) }),
+        ]
+    }
+
+    /// One user's re-sync: the snapshot RevenueCat gives now, applied newest-wins.
+    func sync(_ job: Job) async throws {
+        let args = try job.decode(Args.self)
+        guard let client else {
+            throw JobFailure.snooze("RevenueCat is not configured (BFF_REVENUECAT_API_KEY)", after: .seconds(300))
+        }
+        try await spendBudget(reconcile: args.reason == .reconcile)
+        let asked = Date()
+        do {
+            let snapshot = try await client.subscriber(appUserID: args.userID.uuidString.lowercased())
+            let exists = try await store.apply(snapshot, userID: args.userID, eventsUpTo: asked)
+            if !exists { logger.info("a subscription sync found the user deleted", metadata: ["user_id": .string(args.userID.uuidString)]) }
+        } catch let failure as RevenueCatFailure {
+            switch failure {
+            case .unavailable(let reason, let retryAfter):
+                throw JobFailure.retry("RevenueCat \(reason)", after: retryAfter)
+            case .misconfigured(let reason), .refused(let reason):
+                logger.error("RevenueCat refused our request; check BFF_REVENUECAT_API_KEY and BFF_REVENUECAT_BASE_URL", metadata: ["reason": .string(reason)])
+                throw JobFailure.retry("RevenueCat \(reason)", after: .seconds(300))
+            }
+        }
+    }
+
+    /// Waits for a request of the budget; a wait longer than a few seconds gives the job back to
+    /// the queue (the lease is not held idle).
+    private func spendBudget(reconcile: Bool) async throws {
+        let (key, rate) = reconcile ? ("revenuecat:reconcile", configuration.reconcileRate) : ("revenuecat:sync", configuration.syncRate)
+        let started = ContinuousClock.now
+        while true {
+            let decision = try await limiter.limit(key: key, rate: rate, per: .seconds(1))
+            if decision.allowed { return }
+            let wait = Duration.milliseconds(Int64((decision.retryAfter * 1000).rounded(.up)) + 1)
+            guard ContinuousClock.now - started + wait < .seconds(5) else {
+                throw JobFailure.snooze("RevenueCat request budget spent", after: wait)
+            }
+            try await Task.sleep(for: wait)
+        }
+    }
+
+    /// JOB-003's periodic run: re-syncs users whose access ends within 10 minutes or has ended since
+    /// their last sync (a lost renewal webhook never cuts a paying user off, a lost expiry one never
+    /// keeps a lapsed plan), re-asks for the syncs of events still waiting after 10 minutes, and
+    /// purges old events and usage counters.
+    func expire() async throws {
+        try await store.database.run { client in
+            try await client.withTransaction(logger: logger) { connection in
+                var users: [(UUID, Reason)] = []
+                for try await user in try await connection.query(
+                    """
+                    SELECT user_id FROM entitlements
+                    WHERE plan <> 'free' AND access_until < now() + interval '10 minutes'
+                      AND access_until > now() - interval '1 day' AND snapshot_at < access_until
+                    LIMIT 10000
+                    """, logger: logger
+                ).decode(UUID.self) { users.append((user, .expiry)) }
+                for try await user in try await connection.query(
+                    """
+                    SELECT DISTINCT unnest(pending_users) FROM revenuecat_events
+                    WHERE processed_at IS NULL AND received_at < now() - interval '10 minutes'
+                    LIMIT 10000
+                    """, logger: logger
+                ).decode(UUID.self) { users.append((user, .inbox)) }
+                for (user, reason) in users {
+                    try await Self.request(userID: user, reason: reason, on: connection, logger: logger)
+                }
+                if !users.isEmpty { logger.info("subscription re-syncs asked for", metadata: ["users": .stringConvertible(users.count)]) }
+            }
+        }
+        try await store.database.deleteInBatches(from: "revenuecat_events", where: "processed_at < now() - interval '30 days'")
+        try await store.database.deleteInBatches(from: "plan_usage", where: "day < current_date - 3")
+    }
+
+    /// The nightly reconcile: a sync of every user with a subscription not yet expired, spread over
+    /// the night at the reconcile budget's pace.
+    func reconcile(_ job: Job) async throws {
+        let day = Int64(job.runAt.timeIntervalSince1970 / 86_400)
+        let rate = Double(configuration.reconcileRate)
+        let queued = try await store.database.run { client in
+            var count = 0
+            for try await n in try await client.query(
+                """
+                WITH live AS (SELECT DISTINCT user_id FROM iap_receipts WHERE status <> 'expired'),
+                numbered AS (SELECT user_id, row_number() OVER (ORDER BY user_id) - 1 AS n FROM live),
+                queued AS (
+                    INSERT INTO jobs (kind, args, user_id, unique_key, run_at, max_attempts)
+                    SELECT \(Self.kind), jsonb_build_object('user_id', user_id, 'reason', 'reconcile'), user_id,
+                           'reconcile:' || \(day) || ':' || user_id, now() + make_interval(secs => n / \(rate)), 10
+                    FROM numbered
+                    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+                    RETURNING 1
+                )
+                SELECT count(*)::int8 FROM queued
+                """, logger: logger
+            ).decode(Int64.self) { count = Int(n) }
+            return count
+        }
+        logger.info("nightly subscription reconcile queued", metadata: ["users": .stringConvertible(queued)])
+    }
+}

@@ -1,0 +1,118 @@
+import Foundation
+import Testing
+
+@testable import BFF
+
+/// The six statuses and the entitlement, as pure functions of a subscription's facts and the time.
+@Suite("Subscription state")
+struct SubscriptionStateTests {
+    let now = Date(timeIntervalSince1970: 1_780_000_000)
+    var later: Date { now.addingTimeInterval(86_400) }
+    var earlier: Date { now.addingTimeInterval(-86_400) }
+
+    func facts(
+        _ product: String = "pro.monthly", expires: Date?, period: String = "normal", unsubscribed: Date? = nil, billingIssue: Date? = nil,
+        grace: Date? = nil, refunded: Date? = nil, resumes: Date? = nil, sandbox: Bool = false
+    ) -> SubscriptionFacts {
+        SubscriptionFacts(
+            productID: product, platform: "ios", purchaseAt: now.addingTimeInterval(-30 * 86_400), expiresAt: expires, periodType: period,
+            unsubscribedAt: unsubscribed, billingIssueAt: billingIssue, graceUntil: grace, refundedAt: refunded, resumesAt: resumes,
+            sandbox: sandbox, managementURL: nil)
+    }
+
+    @Test("each status from its facts, the rules taken in order")
+    func statuses() {
+        #expect(facts(expires: later).status(at: now) == .active)
+        #expect(facts(expires: nil).status(at: now) == .active)
+        #expect(facts(expires: later, period: "TRIAL").status(at: now) == .trial)
+        #expect(facts(expires: later, period: "intro").status(at: now) == .active)
+        #expect(facts(expires: later, unsubscribed: earlier).status(at: now) == .canceled)
+        // Canceled wins over trial: auto-renew off is what the user must see.
+        #expect(facts(expires: later, period: "trial", unsubscribed: earlier).status(at: now) == .canceled)
+        #expect(facts(expires: earlier, billingIssue: earlier, grace: later).status(at: now) == .grace)
+        // A grace period that ran out, and a billing issue without one.
+        #expect(facts(expires: earlier, billingIssue: earlier, grace: earlier).status(at: now) == .expired)
+        #expect(facts(expires: later, billingIssue: earlier).status(at: now) == .active)
+        #expect(facts(expires: earlier, resumes: later).status(at: now) == .paused)
+        #expect(facts(expires: earlier).status(at: now) == .expired)
+        // A refund ends it whatever else is true.
+        #expect(facts(expires: later, billingIssue: earlier, grace: later, refunded: earlier).status(at: now) == .expired)
+        #expect(facts(expires: later, refunded: earlier).willRenew(at: now) == false)
+        #expect(facts(expires: later, unsubscribed: earlier).willRenew(at: now) == false)
+        #expect(facts(expires: later).willRenew(at: now) == true)
+        #expect(facts(expires: earlier, billingIssue: earlier, grace: later).accessUntil(at: now) == later)
+    }
+
+    @Test("the entitlement: Pro wins over Basic, unknown products and sandbox purchases unlock nothing, paused and expired grant no access")
+    func entitlement() {
+        let products: [String: Plan] = ["basic.monthly": .basic, "pro.monthly": .pro]
+        func derive(_ rows: [SubscriptionFacts], sandbox: Bool = false) -> Entitlement {
+            Entitlement.derive(from: rows, products: products, sandboxCounts: sandbox, at: now)
+        }
+        #expect(derive([]) == .free)
+        let both = derive([facts("basic.monthly", expires: later.addingTimeInterval(86_400)), facts("pro.monthly", expires: later)])
+        #expect(both.plan == .pro && both.accessUntil == later && both.status == .active && both.willRenew)
+        #expect(derive([facts("other.product", expires: later)]).plan == .free)
+        #expect(derive([facts(expires: later, sandbox: true)]).plan == .free)
+        #expect(derive([facts(expires: later, sandbox: true)], sandbox: true).plan == .pro)
+        let paused = derive([facts(expires: earlier, resumes: later)])
+        #expect(paused.plan == .free && paused.status == .paused)
+        let canceled = derive([facts(expires: later, unsubscribed: earlier)])
+        #expect(canceled.plan == .pro && canceled.status == .canceled && !canceled.willRenew)
+        let lapsed = derive([facts("basic.monthly", expires: earlier)])
+        #expect(lapsed.plan == .free && lapsed.status == .expired && lapsed.accessUntil == nil)
+    }
+
+    @Test("a stored entitlement read later: a canceled one ends at its end, one that will renew gets the leeway for the expiry job")
+    func effective() {
+        let renewing = Entitlement(plan: .pro, status: .active, accessUntil: now, willRenew: true)
+        #expect(renewing.effective(at: now.addingTimeInterval(60), renewalLeeway: .seconds(600)).plan == .pro)
+        #expect(renewing.effective(at: now.addingTimeInterval(601), renewalLeeway: .seconds(600)) == Entitlement(plan: .free, status: .expired, accessUntil: nil, willRenew: false))
+        let canceled = Entitlement(plan: .basic, status: .canceled, accessUntil: now, willRenew: false)
+        #expect(canceled.effective(at: now.addingTimeInterval(1), renewalLeeway: .seconds(600)).plan == .free)
+        #expect(canceled.effective(at: now.addingTimeInterval(-1), renewalLeeway: .seconds(600)).plan == .basic)
+        let lifetime = Entitlement(plan: .pro, status: .active, accessUntil: nil, willRenew: false)
+        #expect(lifetime.effective(at: later, renewalLeeway: .zero).plan == .pro)
+    }
+
+    @Test("BFF_PLAN_LIMITS: defaults, a partial override, unlimited as null, and every unknown key refused")
+    func planLimits() throws {
+        func parse(_ text: String?) throws -> PlanLimits {
+            try PlanLimits(EnvironmentReader(text.map { ["BFF_PLAN_LIMITS": $0] } ?? [:]))
+        }
+        #expect(try parse(nil) == .defaults)
+        #expect(PlanLimits.defaults.turns(for: .free) == 20 && PlanLimits.defaults.turns(for: .basic) == 200 && PlanLimits.defaults.turns(for: .pro) == nil)
+        let custom = try parse(#"{"free": {"turns_per_day": 5}, "basic": {"turns_per_day": null}, "features": {"instant_question": "pro"}}"#)
+        #expect(custom.turns(for: .free) == 5 && custom.turns(for: .basic) == nil && custom.turns(for: .pro) == nil)
+        #expect(custom.features[.instantQuestion] == .pro)
+        for bad in [
+            "20", #"{"gold": {}}"#, #"{"free": {"turns": 5}}"#, #"{"free": {"turns_per_day": -1}}"#, #"{"free": {"turns_per_day": 2.5}}"#,
+            #"{"free": {"turns_per_day": true}}"#, #"{"features": {"teleport": "pro"}}"#, #"{"features": {"instant_question": "gold"}}"#,
+        ] {
+            #expect(throws: ConfigurationError.self, "\(bad)") { try parse(bad) }
+        }
+    }
+
+    @Test("RevenueCat's snapshot read: dates with and without fractions, the stores kept apart, garbage refused")
+    func snapshot() throws {
+        let json = """
+            {"request_date": "2026-01-01T00:00:00Z", "request_date_ms": 1767225600123,
+             "subscriber": {"management_url": "https://apps.apple.com/account/subscriptions", "subscriptions": {
+               "pro.monthly": {"store": "app_store", "purchase_date": "2025-12-01T00:00:00Z", "original_purchase_date": "2025-10-01T00:00:00.500Z",
+                 "expires_date": "2026-01-31T00:00:00Z", "period_type": "normal", "is_sandbox": false, "unsubscribe_detected_at": null,
+                 "billing_issues_detected_at": null, "refunded_at": null, "auto_resume_date": null, "new_field": {"x": 1}},
+               "web.plan": {"store": "stripe", "purchase_date": "2025-12-01T00:00:00Z", "expires_date": null}}}}
+            """
+        let snapshot = try #require(SubscriberSnapshot(json: Data(json.utf8)))
+        #expect(snapshot.takenAt == Date(timeIntervalSince1970: 1_767_225_600.123))
+        let pro = try #require(snapshot.subscriptions.first { $0.productID == "pro.monthly" })
+        #expect(pro.platform == "ios" && pro.managementURL == "https://apps.apple.com/account/subscriptions")
+        let user = UUID()
+        #expect(pro.receiptID(of: user) == "app_store:pro.monthly:\(user.uuidString.lowercased())")
+        #expect(pro.originalPurchaseAt == Date(timeIntervalSince1970: 1_759_276_800.5))
+        #expect(snapshot.subscriptions.first { $0.productID == "web.plan" }?.platform == nil)
+        #expect(SubscriberSnapshot(json: Data("<html>502</html>".utf8)) == nil)
+        #expect(SubscriberSnapshot(json: Data(#"{"request_date_ms": 1}"#.utf8)) == nil)
+        #expect(SubscriberSnapshot(json: Data(#"{"request_date_ms": 1, "subscriber": {"subscriptions": {"p": {"store": "app_store"}}}}"#.utf8)) == nil)
+    }
+}
