@@ -375,6 +375,26 @@ start_llm_stand_in() {
   done
 }
 
+# start_revenuecat_stand_in BIN PORT LOG: RevenueCat's REST API v1 on 127.0.0.1:PORT in the
+# background (revenuecat-stand-in): it checks requests as RevenueCat does, accepts any receipt and
+# grants a month of the product it names. Point a server at it with
+# BFF_REVENUECAT_BASE_URL=http://127.0.0.1:PORT/v1 and BFF_REVENUECAT_API_KEY=sk_local_revenuecat.
+start_revenuecat_stand_in() {
+  local bin="$1" port="$2" log_file="$3" pid waited=0
+  [[ -x "$bin" ]] || die "$bin not found"
+  free_port "$port"
+  : >"$log_file"
+  "$bin" --port "$port" "${@:4}" >>"$log_file" 2>&1 &
+  pid=$!
+  CLEANUP_PIDS+=("$pid")
+  # It says its URL once it listens.
+  until grep -q "/v1 (key" "$log_file"; do
+    alive "$pid" || { tail -n 20 "$log_file" >&2; die "revenuecat-stand-in exited"; }
+    ((waited++ < 300)) || die "revenuecat-stand-in did not start within 30 s"
+    sleep 0.1
+  done
+}
+
 # start_oidc_mock PORT: oidc-provider-mock on 127.0.0.1:PORT in the background.
 # The authorize page shows a form (pick a subject, press Authorize) and no
 # other interaction; any client id and redirect URI are accepted.
