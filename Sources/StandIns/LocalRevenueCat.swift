@@ -153,7 +153,25 @@ public final class LocalRevenueCat: Sendable {
             if let answer = nextScripted("subscribers") { return try await scripted(answer) { self.snapshot(of: id) } }
             return snapshot(of: id)
         }
+        router.delete("/v1/subscribers/:id") { [self] request, context -> Response in
+            if let refusal = authorize(request) { return refusal }
+            try? await Task.sleep(for: latency)
+            guard let id = context.parameters.get("id")?.removingPercentEncoding, !id.isEmpty else { return error(404, 7259, "Subscriber not found.") }
+            if let answer = nextScripted("delete") { return try await scripted(answer) { self.deleted(id) } }
+            return deleted(id)
+        }
         return router
+    }
+
+    /// Customers deleted through the API, in order.
+    public let deletedCustomers = NIOLockedValueBox<[String]>([])
+
+    private func deleted(_ id: String) -> Response {
+        let known = customers.withLockedValue { $0.removeValue(forKey: id) != nil }
+        guard known else { return error(404, 7259, "Subscriber not found.") }
+        deletedCustomers.withLockedValue { $0.append(id) }
+        let body = #"{"app_user_id":"\#(id)","deleted":true}"#
+        return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(string: body)))
     }
 
     private func authorize(_ request: Request) -> Response? {

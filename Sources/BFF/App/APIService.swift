@@ -16,6 +16,8 @@ struct APIService: APIProtocol {
     let subscriptions: SubscriptionStore
     let purchases: PurchaseVerification
     let inbox: RevenueCatInbox
+    let accountDeletion: AccountDeletion
+    let accountExport: AccountExport
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
@@ -31,6 +33,10 @@ struct APIService: APIProtocol {
             quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), logger: dependencies.logger)
         purchases = PurchaseVerification(sync: dependencies.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
         inbox = RevenueCatInbox(database: dependencies.database, logger: dependencies.logger)
+        accountDeletion = AccountDeletion(
+            database: dependencies.database, revokedSessions: dependencies.revokedSessions,
+            removesStoreCustomer: dependencies.configuration.subscriptions.apiKey != nil, logger: dependencies.logger)
+        accountExport = AccountExport(database: dependencies.database, logger: dependencies.logger)
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {

@@ -176,8 +176,11 @@ func buildRouter(
 
     extraRoutes(router)
     ChatListRoute(chats: dependencies.chats).register(on: router)
+    AccountExport(database: dependencies.database, logger: dependencies.logger).register(on: router)
     try APIService(dependencies: dependencies).registerHandlers(
-        on: RecordingTransport(router: router, routes: routes, servedNatively: [(ChatListRoute.method, ChatListRoute.path)]),
+        on: RecordingTransport(
+            router: router, routes: routes,
+            servedNatively: [(ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path)]),
         configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     return router
 }

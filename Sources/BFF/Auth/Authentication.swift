@@ -59,6 +59,8 @@ struct AuthenticationMiddleware: RouterMiddleware {
     static let requiredScopes: [String: String] = [
         "POST /api/v1/auth/logout": "profile:read",
         "GET /api/v1/me": "profile:read",
+        "DELETE /api/v1/me": "profile:read",
+        "GET /api/v1/me/export": "profile:read",
         "GET /api/v1/devices": "profile:read",
         "DELETE /api/v1/devices/{device_id}": "profile:read",
         "GET /api/v1/chats": "chat:rw",

@@ -340,8 +340,11 @@ struct IdentityRepository: Sendable {
         try await database.run { client in
             let rows = try await client.query(
                 """
-                SELECT coalesce(array_agg(id), '{}') FROM refresh_families
-                WHERE revoked_at > now() - make_interval(secs => \(window))
+                SELECT coalesce(array_agg(id), '{}') FROM (
+                    SELECT id FROM refresh_families WHERE revoked_at > now() - make_interval(secs => \(window))
+                    UNION ALL
+                    SELECT family_id FROM deleted_sessions WHERE deleted_at > now() - make_interval(secs => \(window))
+                ) revoked
                 """)
             for try await families in rows.decode([UUID].self) { return families }
             throw DatabaseUnavailable(reason: "revocation poll returned no row")

@@ -21,6 +21,7 @@ enum MaintenanceJob {
             ("logout tokens", identity.purgeExpiredLogoutTokens),
             ("refresh tokens", { try await identity.purgeSpentSessions() }),
             ("idempotency keys", { try await ChatCreation.purgeExpiredKeys(database: database) }),
+            ("deleted accounts' sessions", { try await AccountDeletion.purgeDeletedSessions(database: database) }),
             ("finished jobs", { _ = try await jobs.purgeFinished(olderThan: retention) }),
         ]
         return PeriodicJob(

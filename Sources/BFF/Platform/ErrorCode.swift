@@ -25,6 +25,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case insufficientScope = "insufficient_scope"
     case originNotAllowed = "origin_not_allowed"
     case planRequired = "plan_required"
+    case reauthenticationRequired = "reauthentication_required"
     // 404, 405
     case notFound = "not_found"
     case methodNotAllowed = "method_not_allowed"
@@ -66,7 +67,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
             .badRequest
         case .invalidToken, .refreshReused, .refreshExpired, .invalidRefreshToken, .sessionRevoked, .idpRejected, .webhookUnauthorized:
             .unauthorized
-        case .insufficientScope, .originNotAllowed, .planRequired: .forbidden
+        case .insufficientScope, .originNotAllowed, .planRequired, .reauthenticationRequired: .forbidden
         case .notFound: .notFound
         case .methodNotAllowed: .methodNotAllowed
         case .staleUpdate, .idempotencyInProgress, .recallDone, .recallCanceled, .chatEnded: .conflict
@@ -102,6 +103,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .insufficientScope: "The access token lacks the scope this operation needs."
         case .originNotAllowed: "A request authenticated by the session cookie must come from an allowed origin."
         case .planRequired: "This feature needs a higher plan."
+        case .reauthenticationRequired: "This needs a recent sign-in; sign in again and retry."
         case .notFound: "The requested resource does not exist."
         case .methodNotAllowed: "This path does not accept this method."
         case .staleUpdate: "The resource was changed after your copy; reload it and retry."

@@ -63,14 +63,27 @@ struct RevenueCatClient: Sendable {
 
     /// The customer's canonical state.
     func subscriber(appUserID: String) async throws(RevenueCatFailure) -> SubscriberSnapshot {
-        let path = appUserID.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? appUserID
-        let (status, headers, text) = try await send(HTTPClientRequest(url: "\(baseURL)/subscribers/\(path)"), operation: "subscribers")
+        let (status, headers, text) = try await send(
+            HTTPClientRequest(url: "\(baseURL)/subscribers/\(Self.pathSegment(appUserID))"), operation: "subscribers")
         guard (200..<300).contains(status) else { throw Self.failure(status: status, headers: headers, body: text, receipt: false) }
         guard let snapshot = SubscriberSnapshot(json: text) else {
             Counter(label: "bff_revenuecat_requests_total", dimensions: [("operation", "subscribers"), ("outcome", "garbage")]).increment()
             throw .unavailable("an answer that is no subscriber object", retryAfter: nil)
         }
         return snapshot
+    }
+
+    /// Removes the customer and their purchase history at RevenueCat (account deletion); a customer
+    /// RevenueCat does not know is already gone.
+    func deleteSubscriber(appUserID: String) async throws(RevenueCatFailure) {
+        var request = HTTPClientRequest(url: "\(baseURL)/subscribers/\(Self.pathSegment(appUserID))")
+        request.method = .DELETE
+        let (status, headers, text) = try await send(request, operation: "delete_subscriber")
+        guard (200..<300).contains(status) || status == 404 else { throw Self.failure(status: status, headers: headers, body: text, receipt: false) }
+    }
+
+    private static func pathSegment(_ id: String) -> String {
+        id.addingPercentEncoding(withAllowedCharacters: .alphanumerics.union(CharacterSet(charactersIn: "-._~"))) ?? id
     }
 
     private func send(_ request: HTTPClientRequest, operation: String) async throws(RevenueCatFailure) -> (Int, HTTPHeaders, Data) {

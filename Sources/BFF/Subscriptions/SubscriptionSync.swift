@@ -13,6 +13,8 @@ struct SubscriptionSync: Sendable {
     static let kind = "iap.sync"
     static let expiryKind = "iap.expiry"
     static let reconcileKind = "iap.reconcile"
+    /// Removes a deleted account's customer at RevenueCat.
+    static let deleteCustomerKind = "iap.delete_customer"
     /// Syncs one user's events ask for run at most once per window.
     static let window: Double = 10
 
@@ -37,6 +39,12 @@ struct SubscriptionSync: Sendable {
             case userID = "user_id"
             case reason
         }
+    }
+
+    struct CustomerArgs: Codable, Sendable {
+        let appUserID: String
+
+        enum CodingKeys: String, CodingKey { case appUserID = "app_user_id" }
     }
 
     let store: SubscriptionStore
@@ -70,7 +78,10 @@ struct SubscriptionSync: Sendable {
 
     var handlers: [JobHandler] {
         // Enough at once to spend the budget while RevenueCat takes its time to answer.
-        [JobHandler(kind: Self.kind, concurrency: min(64, max(2, configuration.syncRate))) { job in try await sync(job) }]
+        [
+            JobHandler(kind: Self.kind, concurrency: min(64, max(2, configuration.syncRate))) { job in try await sync(job) },
+            JobHandler(kind: Self.deleteCustomerKind, concurrency: 2) { job in try await deleteCustomer(job) },
+        ]
     }
 
     var periodic: [PeriodicJob] {
@@ -100,6 +111,28 @@ struct SubscriptionSync: Sendable {
                 logger.error("RevenueCat refused our request; check BFF_REVENUECAT_API_KEY and BFF_REVENUECAT_BASE_URL", metadata: ["reason": .string(reason)])
                 throw JobFailure.retry("RevenueCat \(reason)", after: .seconds(300))
             }
+        }
+    }
+
+    /// A deleted account's customer removed at RevenueCat; then the job forgets the id it held.
+    func deleteCustomer(_ job: Job) async throws {
+        let args = try job.decode(CustomerArgs.self)
+        guard let client else {
+            throw JobFailure.snooze("RevenueCat is not configured (BFF_REVENUECAT_API_KEY)", after: .seconds(300))
+        }
+        try await spendBudget(reconcile: false)
+        do {
+            try await client.deleteSubscriber(appUserID: args.appUserID)
+        } catch {
+            switch error {
+            case .unavailable(let reason, let retryAfter): throw JobFailure.retry("RevenueCat \(reason)", after: retryAfter)
+            case .misconfigured(let reason), .refused(let reason):
+                logger.error("RevenueCat refused a customer deletion; check BFF_REVENUECAT_API_KEY", metadata: ["reason": .string(reason)])
+                throw JobFailure.retry("RevenueCat \(reason)", after: .seconds(300))
+            }
+        }
+        try await store.database.run { client in
+            _ = try await client.query("UPDATE jobs SET args = '{}'::jsonb WHERE id = \(job.id)", logger: logger)
         }
     }
 

@@ -1,0 +1,93 @@
+import Crypto
+import Foundation
+import Logging
+import PostgresNIO
+
+/// `DELETE /api/v1/me` (App Store Review Guideline 5.1.1(v)): every row of the user in one
+/// transaction, their sessions refused everywhere within a revocation poll, the RevenueCat customer
+/// removed by a job, and an audit row holding no personal data.
+struct AccountDeletion: Sendable {
+    let database: Database
+    let revokedSessions: RevokedSessions
+    /// Whether RevenueCat is configured: only then is there a customer to remove.
+    let removesStoreCustomer: Bool
+    let logger: Logger
+
+    /// How recent the session's interactive login must be.
+    static let reauthenticationWindow: TimeInterval = 600
+
+    struct Outcome: Sendable, Equatable {
+        let deletedAt: Date
+        /// An App Store or Google Play subscription still renews: the user must cancel it in the store.
+        let storeSubscriptionActive: Bool
+    }
+
+    func delete(_ principal: Principal) async throws -> Outcome {
+        let userID = principal.userID
+        let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
+        let userHash = Data(SHA256.hash(data: salt + Data(userID.uuidString.lowercased().utf8)))
+        let (outcome, families) = try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection -> (Outcome, [UUID]) in
+                // The login this session began with: a refresh keeps its family, so a stolen refresh
+                // token gets no fresher login than the one it was stolen from.
+                var loggedInAt: Date?
+                for try await at in try await connection.query(
+                    """
+                    SELECT created_at FROM refresh_families
+                    WHERE id = \(principal.familyID) AND user_id = \(userID) AND revoked_at IS NULL
+                    FOR UPDATE
+                    """, logger: logger
+                ).decode(Date.self) { loggedInAt = at }
+                guard let loggedInAt else { throw APIError.invalidToken("This session has ended; sign in again.") }
+                guard Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
+                    throw APIError(.reauthenticationRequired)
+                }
+                var renewing = false
+                for try await count in try await connection.query(
+                    "SELECT count(*)::int FROM iap_receipts WHERE user_id = \(userID) AND will_renew AND status <> 'expired'", logger: logger
+                ).decode(Int.self) { renewing = count > 0 }
+                var families: [UUID] = []
+                for try await family in try await connection.query(
+                    "SELECT id FROM refresh_families WHERE user_id = \(userID)", logger: logger
+                ).decode(UUID.self) { families.append(family) }
+                _ = try await connection.query(
+                    "INSERT INTO deleted_sessions (family_id) SELECT unnest(\(families)::uuid[]) ON CONFLICT DO NOTHING", logger: logger)
+                // What names the user outside the rows that cascade: webhook events and rate-limit keys.
+                _ = try await connection.query(
+                    """
+                    UPDATE revenuecat_events
+                    SET app_user_ids = array_remove(app_user_ids, \(userID.uuidString.lowercased())),
+                        pending_users = array_remove(pending_users, \(userID)),
+                        processed_at = coalesce(processed_at, CASE WHEN cardinality(array_remove(pending_users, \(userID))) = 0 THEN now() END)
+                    WHERE app_user_ids @> ARRAY[\(userID.uuidString.lowercased())]::text[] OR pending_users @> ARRAY[\(userID)]::uuid[]
+                    """, logger: logger)
+                let user = userID.uuidString.lowercased()
+                _ = try await connection.query(
+                    "DELETE FROM rate_limits WHERE key = ANY(\(["chat:user:\(user)", "iap:verify:\(user)"]))", logger: logger)
+                if removesStoreCustomer {
+                    // Not tied to the user (its row is about to go): the job holds the id only until it has run.
+                    try await JobQueue.enqueue(
+                        SubscriptionSync.deleteCustomerKind, SubscriptionSync.CustomerArgs(appUserID: user), on: connection, logger: logger)
+                }
+                var deletedAt = Date()
+                for try await at in try await connection.query(
+                    "INSERT INTO account_deletions (salt, user_hash) VALUES (\(salt), \(userHash)) RETURNING deleted_at", logger: logger
+                ).decode(Date.self) { deletedAt = at }
+                // Chats, messages, evaluations, tags, settings, devices, push tokens, recalls, jobs,
+                // sessions, idempotency keys, subscriptions, entitlement and usage cascade from here.
+                _ = try await connection.query("DELETE FROM users WHERE id = \(userID)", logger: logger)
+                return (Outcome(deletedAt: deletedAt, storeSubscriptionActive: renewing), families)
+            }
+        }
+        revokedSessions.record(families)
+        logger.notice(
+            "account deleted",
+            metadata: ["sessions_ended": .stringConvertible(families.count), "store_subscription_active": .stringConvertible(outcome.storeSubscriptionActive)])
+        return outcome
+    }
+
+    /// Deleted accounts' sessions, once no access token of theirs can still run.
+    static func purgeDeletedSessions(database: Database) async throws {
+        try await database.deleteInBatches(from: "deleted_sessions", where: "deleted_at < now() - interval '1 day'")
+    }
+}
