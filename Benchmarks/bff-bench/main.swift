@@ -7,6 +7,8 @@
 //   bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
 //   bff-bench register --server URL --database URL [--count N]                (BFF_* environment)
 //   bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]  (BFF_* environment)
+//   bff-bench iap     --server URL --database URL --revenuecat URL [--users U] [--events N] [--duplicates D] [--concurrency C] [--timeout S]
+//                     (BFF_REVENUECAT_WEBHOOK_AUTH, BFF_IAP_PRODUCTS)
 //
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
@@ -290,7 +292,9 @@ let usage = """
            bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
            bff-bench register --server URL --database URL [--count N]
            bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]
-    pairs, tokens and register read the server's BFF_* environment (database, keys). scripts/bench runs them all.
+           bff-bench iap     --server URL --database URL --revenuecat URL [--users U] [--events N] [--duplicates D] [--concurrency C] [--timeout S]
+    pairs, tokens and register read the server's BFF_* environment (database, keys), iap its BFF_REVENUECAT_WEBHOOK_AUTH
+    and BFF_IAP_PRODUCTS. scripts/bench runs them all.
     """
 
 let arguments = CommandLine.arguments
@@ -305,6 +309,7 @@ do {
     case "push": try await benchPush(options)
     case "register": try await benchRegister(options)
     case "chat": try await benchChat(options)
+    case "iap": try await benchIAP(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
     }
