@@ -225,9 +225,10 @@ private func report(_ delivered: Delivered, expectedStored: Int, expectedDuplica
 }
 
 /// Polls until every learner's entitlement has the plan and status their subscription grants and no
-/// event waits for a re-sync, or `timeout` seconds after the last answer. The convergence instant is
-/// the last event's `processed_at` (PostgreSQL's clock, this machine's): the re-sync that cleared it
-/// read the final state, so every entitlement was right by then.
+/// event waits for a re-sync (every user it names asked RevenueCat after it came; the expiry job marks
+/// such events processed later), or `timeout` seconds after the last answer. The convergence instant
+/// is the last re-sync's claim (`entitlements.synced_at`, PostgreSQL's clock, this machine's): it
+/// read the final state, so every entitlement was right moments after.
 private func awaitConvergence(_ customers: [Customer], client: PostgresClient, delivered: Delivered, timeout: Double) async throws {
     let users = customers.map(\.user)
     let plans = customers.map(\.plan)
@@ -240,8 +241,10 @@ private func awaitConvergence(_ customers: [Customer], client: PostgresClient, d
             """
             SELECT (SELECT count(*) FROM unnest(\(users)::uuid[], \(plans)::text[], \(statuses)::text[]) AS e (u, p, s)
                     JOIN entitlements t ON t.user_id = e.u AND t.plan = e.p AND t.status = e.s)::int,
-                   (SELECT count(*) FROM revenuecat_events WHERE processed_at IS NULL)::int,
-                   (SELECT extract(epoch FROM max(processed_at)) FROM revenuecat_events)::float8
+                   (SELECT count(*) FROM revenuecat_events ev WHERE ev.processed_at IS NULL AND EXISTS (
+                        SELECT 1 FROM unnest(ev.pending_users) AS p(u)
+                        WHERE NOT EXISTS (SELECT 1 FROM entitlements e WHERE e.user_id = p.u AND e.synced_at >= ev.received_at)))::int,
+                   (SELECT extract(epoch FROM max(synced_at)) FROM entitlements WHERE user_id = ANY(\(users)::uuid[]))::float8
             """
         ).decode((Int, Int, Double?).self) { state = (row.0, row.1, row.2) }
         if state.right == customers.count && state.waiting == 0 { break }

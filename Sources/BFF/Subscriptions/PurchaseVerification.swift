@@ -29,8 +29,10 @@ struct PurchaseVerification: Sendable {
             throw answer(for: error)
         }
         do {
+            // A second early: this clock against the database's, which timed the webhook events.
+            let asked = Date().addingTimeInterval(-1)
             let snapshot = try await client.subscriber(appUserID: appUserID)
-            try await store.apply(snapshot, userID: userID, receipt: .init(productID: productID, platform: platform, hash: hash))
+            try await store.apply(snapshot, userID: userID, receipt: .init(productID: productID, platform: platform, hash: hash), asked: asked)
         } catch let failure as RevenueCatFailure {
             // RevenueCat holds the purchase now: a re-sync stores it even if the app never retries.
             try? await store.database.run { client in

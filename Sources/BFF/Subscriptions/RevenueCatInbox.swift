@@ -24,34 +24,48 @@ struct RevenueCatInbox: Sendable {
     let database: Database
     let logger: Logger
 
-    /// Keeps `event` and asks for the syncs of the users it names, in one transaction; false when
-    /// the event was already kept (a repeat changes nothing).
-    func receive(_ event: Event) async throws -> Bool {
+    /// Keeps `event` and asks for the syncs of the users it names; false when the event was already
+    /// kept (a repeat changes nothing).
+    ///
+    /// One statement, in one round trip (RevenueCat waits for the answer, and webhooks come in
+    /// bursts): the users named, the inbox row, and each user's re-sync coalesced as
+    /// `SubscriptionSync.request` does it: the window's job unless it is still waiting, the next
+    /// window's when it has already started.
+    func receive(_ event: Event, now: Date = Date()) async throws -> Bool {
         // RevenueCat's ids map to users only through the user's own id, which the app logs in with;
         // aliases and anonymous ids name no user here.
         let candidates = Array(Set(event.appUserIDs.compactMap { UUID(uuidString: $0) }))
+        let window = Int64((now.timeIntervalSince1970 / SubscriptionSync.window).rounded(.down))
+        let nextWindow = Date(timeIntervalSince1970: Double(window + 1) * SubscriptionSync.window)
         return try await database.run { client in
-            try await client.withTransaction(logger: logger) { connection in
-                var users: [UUID] = []
-                for try await id in try await connection.query(
-                    "SELECT id FROM users WHERE id = ANY(\(candidates)) ORDER BY id", logger: logger
-                ).decode(UUID.self) { users.append(id) }
-                var stored = false
-                for try await _ in try await connection.query(
-                    """
+            for try await stored in try await client.query(
+                """
+                WITH named AS (
+                    SELECT coalesce(array_agg(id ORDER BY id), '{}'::uuid[]) AS users FROM users WHERE id = ANY(\(candidates))
+                ), stored AS (
                     INSERT INTO revenuecat_events (event_id, type, environment, app_user_ids, pending_users, event_at, body_hash, processed_at)
-                    VALUES (\(event.id), \(event.type), \(event.environment), \(event.appUserIDs), \(users), \(event.eventAt), \(event.bodyHash),
-                            CASE WHEN \(users.isEmpty) THEN now() END)
+                    SELECT \(event.id), \(event.type), \(event.environment), \(event.appUserIDs), named.users, \(event.eventAt), \(event.bodyHash),
+                           CASE WHEN cardinality(named.users) = 0 THEN now() END
+                    FROM named
                     ON CONFLICT (event_id) DO NOTHING
+                    RETURNING pending_users
+                ), wanted AS (
+                    SELECT p.u, j.state FROM stored, unnest(stored.pending_users) AS p(u)
+                    LEFT JOIN jobs j ON j.kind = \(SubscriptionSync.kind) AND j.unique_key = 'sync:' || p.u::text || ':' || \(window)::text
+                ), queued AS (
+                    INSERT INTO jobs (kind, args, user_id, unique_key, run_at)
+                    SELECT \(SubscriptionSync.kind), jsonb_build_object('user_id', u, 'reason', 'webhook'), u,
+                           'sync:' || u::text || ':' || (CASE WHEN state IS NULL THEN \(window) ELSE \(window) + 1 END)::text,
+                           CASE WHEN state IS NULL THEN now() ELSE \(nextWindow) END
+                    FROM wanted WHERE state IS DISTINCT FROM 'available'
+                    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
                     RETURNING 1
-                    """, logger: logger)
-                { stored = true }
-                guard stored else { return false }
-                for user in users {
-                    try await SubscriptionSync.request(userID: user, reason: .webhook, on: connection, logger: logger)
-                }
-                return true
-            }
+                )
+                SELECT EXISTS (SELECT 1 FROM stored),
+                       (SELECT count(*) FROM (SELECT pg_notify(\(JobQueue.channel), \(SubscriptionSync.kind)) FROM queued LIMIT 1) n) >= 0
+                """, logger: logger
+            ).decode((Bool, Bool).self) { return stored.0 }
+            return false
         }
     }
 }

@@ -1,3 +1,4 @@
+import BFFWire
 import Crypto
 import Foundation
 
@@ -93,11 +94,6 @@ struct SubscriberSnapshot: Sendable, Equatable {
 
     /// RevenueCat's dates: RFC 3339, with or without fractions of a second.
     static func date(_ value: Any?) -> Date? {
-        guard let text = value as? String else { return nil }
-        let whole = ISO8601DateFormatter()
-        if let date = whole.date(from: text) { return date }
-        let fractional = ISO8601DateFormatter()
-        fractional.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return fractional.date(from: text)
+        (value as? String).flatMap(RFC3339.date)
     }
 }

@@ -38,10 +38,11 @@ struct SubscriptionStore: Sendable {
     /// Writes `snapshot` as `userID`'s subscriptions and entitlement in one transaction, serialised per
     /// user by the entitlement's row lock. A snapshot not newer than the one applied last changes
     /// nothing (a slower re-sync finishing after a faster one). Answers false when the user no longer
-    /// exists. Marks the webhook events waiting for this user's re-sync done when `eventsUpTo` is set.
+    /// exists. `asked` is when RevenueCat was asked: the user's `synced_at`, which tells the expiry
+    /// job which webhook events a re-sync has covered.
     @discardableResult
     func apply(
-        _ snapshot: SubscriberSnapshot, userID: UUID, receipt: VerifiedReceipt? = nil, eventsUpTo: Date? = nil
+        _ snapshot: SubscriberSnapshot, userID: UUID, receipt: VerifiedReceipt? = nil, asked: Date
     ) async throws -> Bool {
         let now = Date()
         let sandboxCounts = sandboxCounts(for: userID)
@@ -62,9 +63,11 @@ struct SubscriptionStore: Sendable {
                 guard exists else { return false }
                 // Taken after the insert above commits for a concurrent writer: this row lock serialises the user's writers.
                 for try await at in try await connection.query(
-                    "SELECT snapshot_at FROM entitlements WHERE user_id = \(userID) FOR UPDATE", logger: logger
+                    """
+                    UPDATE entitlements SET synced_at = greatest(synced_at, \(asked)) WHERE user_id = \(userID)
+                    RETURNING snapshot_at
+                    """, logger: logger
                 ).decode(Date.self) { applied = at }
-                if let eventsUpTo { try await markEventsDone(userID: userID, upTo: eventsUpTo, on: connection) }
                 if let applied, applied >= snapshot.takenAt { return true }
 
                 var formerOwners: Set<UUID> = []
@@ -134,19 +137,8 @@ struct SubscriptionStore: Sendable {
             """
             UPDATE entitlements SET plan = \(entitlement.plan.rawValue), status = \(entitlement.status?.rawValue),
                 access_until = \(entitlement.accessUntil), will_renew = \(entitlement.willRenew),
-                snapshot_at = coalesce(\(snapshotAt), snapshot_at), synced_at = now()
+                snapshot_at = coalesce(\(snapshotAt), snapshot_at)
             WHERE user_id = \(userID)
-            """, logger: logger)
-    }
-
-    /// The webhook events that waited for this user's re-sync and came before it asked RevenueCat.
-    private func markEventsDone(userID: UUID, upTo: Date, on connection: PostgresConnection) async throws {
-        _ = try await connection.query(
-            """
-            UPDATE revenuecat_events
-            SET pending_users = array_remove(pending_users, \(userID)),
-                processed_at = CASE WHEN cardinality(array_remove(pending_users, \(userID))) = 0 THEN now() END
-            WHERE processed_at IS NULL AND pending_users @> ARRAY[\(userID)]::uuid[] AND received_at <= \(upTo)
             """, logger: logger)
     }
 

@@ -98,10 +98,12 @@ struct SubscriptionSync: Sendable {
             throw JobFailure.snooze("RevenueCat is not configured (BFF_REVENUECAT_API_KEY)", after: .seconds(300))
         }
         try await spendBudget(reconcile: args.reason == .reconcile)
-        let asked = Date()
+        // Claimed right before the call, so the turns are the calls' spacing. The claim's time, on
+        // the database's clock (the webhook events' too), precedes the call.
+        guard let asked = try await claim(args.userID) else { return }
         do {
             let snapshot = try await client.subscriber(appUserID: args.userID.uuidString.lowercased())
-            let exists = try await store.apply(snapshot, userID: args.userID, eventsUpTo: asked)
+            let exists = try await store.apply(snapshot, userID: args.userID, asked: asked)
             if !exists { logger.info("a subscription sync found the user deleted", metadata: ["user_id": .string(args.userID.uuidString)]) }
         } catch let failure as RevenueCatFailure {
             switch failure {
@@ -112,6 +114,58 @@ struct SubscriptionSync: Sendable {
                 throw JobFailure.retry("RevenueCat \(reason)", after: .seconds(300))
             }
         }
+    }
+
+    /// Takes the user's 10-second turn to ask RevenueCat, across every process, and answers when (on
+    /// the database's clock); nil when the user no longer exists (nothing to do). A turn taken less
+    /// than 10 seconds ago makes the job wait for its end (a snooze: the job then covers whatever
+    /// came meanwhile).
+    private func claim(_ userID: UUID) async throws -> Date? {
+        // A little over the window: two calls a turn apart never land in one window at RevenueCat.
+        let period = Self.window + 0.25
+        let (claimed, exists, startedAt) = try await store.database.run { client in
+            for try await row in try await client.query(
+                """
+                WITH claimed AS (
+                    INSERT INTO entitlements AS e (user_id, plan, snapshot_at, sync_started_at)
+                    SELECT id, 'free', '-infinity', now() FROM users WHERE id = \(userID)
+                    ON CONFLICT (user_id) DO UPDATE SET sync_started_at = now()
+                    WHERE e.sync_started_at IS NULL OR e.sync_started_at <= now() - make_interval(secs => \(period))
+                    RETURNING sync_started_at
+                )
+                SELECT (SELECT sync_started_at FROM claimed), EXISTS (SELECT 1 FROM users WHERE id = \(userID)),
+                       (SELECT sync_started_at FROM entitlements WHERE user_id = \(userID))
+                """, logger: logger
+            ).decode((Date?, Bool, Date?).self) { return row }
+            return (nil, false, nil)
+        }
+        if let claimed { return claimed }
+        guard exists else { return nil }
+        let wait = max(0.05, (startedAt ?? Date()).addingTimeInterval(period).timeIntervalSinceNow)
+        throw JobFailure.snooze("a re-sync of this user ran less than \(period) seconds ago", after: .milliseconds(Int64(wait * 1000) + 1))
+    }
+
+    /// Marks webhook events done once every user they name has been re-synced since they came (or
+    /// is gone), and answers the users of events still waiting after `stale`. Both times are the
+    /// database's: a re-sync's is its claim, taken before RevenueCat is asked.
+    static func settleInbox(_ client: PostgresClient, stale: Duration = .seconds(600), logger: Logger) async throws -> [UUID] {
+        _ = try await client.query(
+            """
+            UPDATE revenuecat_events ev SET processed_at = now(), pending_users = '{}'
+            WHERE ev.processed_at IS NULL AND NOT EXISTS (
+                SELECT 1 FROM unnest(ev.pending_users) AS p(u)
+                WHERE EXISTS (SELECT 1 FROM users WHERE id = p.u)
+                  AND NOT EXISTS (SELECT 1 FROM entitlements e WHERE e.user_id = p.u AND e.synced_at >= ev.received_at))
+            """, logger: logger)
+        var waiting: [UUID] = []
+        for try await user in try await client.query(
+            """
+            SELECT DISTINCT p.u FROM revenuecat_events ev, unnest(ev.pending_users) AS p(u)
+            WHERE ev.processed_at IS NULL AND ev.received_at < now() - make_interval(secs => \(stale.seconds))
+            LIMIT 10000
+            """, logger: logger
+        ).decode(UUID.self) { waiting.append(user) }
+        return waiting
     }
 
     /// A deleted account's customer removed at RevenueCat; then the job forgets the id it held.
@@ -168,13 +222,7 @@ struct SubscriptionSync: Sendable {
                     LIMIT 10000
                     """, logger: logger
                 ).decode(UUID.self) { users.append((user, .expiry)) }
-                for try await user in try await connection.query(
-                    """
-                    SELECT DISTINCT unnest(pending_users) FROM revenuecat_events
-                    WHERE processed_at IS NULL AND received_at < now() - interval '10 minutes'
-                    LIMIT 10000
-                    """, logger: logger
-                ).decode(UUID.self) { users.append((user, .inbox)) }
+                for user in try await Self.settleInbox(client, logger: logger) { users.append((user, .inbox)) }
                 for (user, reason) in users {
                     try await Self.request(userID: user, reason: reason, on: connection, logger: logger)
                 }

@@ -79,10 +79,16 @@ struct SubscriptionTests {
         }
     }
 
-    /// Waits until every event of the inbox has had its users' re-syncs.
+    /// Waits until every event of the inbox has had its users' re-syncs (settled as the expiry job does).
     func inboxDone() async throws -> Bool {
-        try await eventually(within: .seconds(20)) {
-            try await scalar("SELECT count(*)::int FROM revenuecat_events WHERE processed_at IS NULL") == 0
+        try await eventually(within: .seconds(30), every: .milliseconds(100)) {
+            try await database.withClient { client in
+                _ = try await SubscriptionSync.settleInbox(client, logger: TestEnvironment.quietLogger)
+                for try await count in try await client.query("SELECT count(*)::int FROM revenuecat_events WHERE processed_at IS NULL").decode(Int.self) {
+                    return count == 0
+                }
+                return false
+            }
         }
     }
 
@@ -257,10 +263,10 @@ struct SubscriptionTests {
                 database: pool, configuration: .init(apiKey: nil, baseURL: "http://127.0.0.1:1", products: [Self.pro: .pro]),
                 logger: TestEnvironment.quietLogger)
             let stale = SubscriberSnapshot(takenAt: now.addingTimeInterval(-3_600), subscriptions: [])
-            #expect(try await store.apply(stale, userID: learner.id))
+            #expect(try await store.apply(stale, userID: learner.id, asked: now))
             #expect(try await store.entitlement(userID: learner.id).plan == .pro)
             #expect(try await store.view(userID: learner.id).subscriptions.count == 1)
-            #expect(try await store.apply(stale, userID: UUID()) == false)
+            #expect(try await store.apply(stale, userID: UUID(), asked: now) == false)
         }
     }
 
