@@ -36,12 +36,13 @@ COPY . .
 # toolchain; -Xlinker -s strips the symbol table (a much smaller binary).
 RUN swift build -c release --static-swift-stdlib --product bff -Xlinker -s
 
-# Stage the binary, any SwiftPM resource bundles, and the migrations.
+# Stage the binary, any SwiftPM resource bundles, the migrations and the contract (GET /openapi.yaml).
 # (Git does not keep empty folders, so migrations/ may be absent early on.)
 RUN set -eu; \
     bin="$(swift build -c release --show-bin-path)"; \
     mkdir -p /staging/migrations; \
     cp "$bin/bff" /staging/bff; \
+    cp openapi.yaml /staging/openapi.yaml; \
     find -L "$bin" -maxdepth 1 -name '*.resources' -exec cp -Ra {} /staging/ \; ; \
     if [ -d migrations ]; then cp -R migrations/. /staging/migrations/; fi; \
     chmod -R a+rX,go-w /staging

@@ -18,6 +18,8 @@ struct APIService: APIProtocol {
     let inbox: RevenueCatInbox
     let accountDeletion: AccountDeletion
     let accountExport: AccountExport
+    let remoteConfig: RemoteConfigSource
+    let openAPIDocument: Data?
 
     init(dependencies: AppDependencies) {
         health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
@@ -37,6 +39,8 @@ struct APIService: APIProtocol {
             database: dependencies.database, revokedSessions: dependencies.revokedSessions,
             removesStoreCustomer: dependencies.configuration.subscriptions.apiKey != nil, logger: dependencies.logger)
         accountExport = AccountExport(database: dependencies.database, logger: dependencies.logger)
+        remoteConfig = dependencies.remoteConfig
+        openAPIDocument = dependencies.openAPIDocument
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {

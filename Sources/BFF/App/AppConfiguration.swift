@@ -15,6 +15,11 @@ public struct AppConfiguration: Sendable {
     public var trustedProxies: [IPNetwork]
     public var logLevel: Logger.Level
     public var shutdownGrace: Duration
+    /// `BFF_HTTP_IDLE_TIMEOUT`: a connection without a request in progress (idle, or stuck in its
+    /// request's headers) is closed after this long.
+    public var httpIdleTimeout: Duration
+    /// `BFF_HTTP_MAX_CONNECTIONS`: connections one process holds open at most.
+    public var httpMaxConnections: Int
     public var migrationsDirectory: String
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
@@ -45,6 +50,10 @@ public struct AppConfiguration: Sendable {
     public var subscriptions: SubscriptionConfiguration
     /// What each plan allows (`BFF_PLAN_LIMITS`).
     public var planLimits: PlanLimits
+    /// The remote app configuration's file (`BFF_APP_CONFIG_FILE`); nil: none.
+    public var appConfigFile: String?
+    /// The contract `GET /openapi.yaml` serves (`BFF_OPENAPI_FILE`, relative to the working directory).
+    public var openAPIFile: String
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -72,7 +81,11 @@ public struct AppConfiguration: Sendable {
             throw ConfigurationError("BFF_LOG_LEVEL", "must be one of trace, debug, info, notice, warning, error, critical")
         }
         logLevel = parsedLevel
-        shutdownGrace = .seconds(try reader.int("BFF_SHUTDOWN_GRACE", default: 10, range: 0...300))
+        // Longer than a tutoring turn may take (BFF_LLM_TOTAL_TIMEOUT, 60 s by default): a draining
+        // server finishes the turns it accepted.
+        shutdownGrace = .seconds(try reader.int("BFF_SHUTDOWN_GRACE", default: 75, range: 0...600))
+        httpIdleTimeout = .seconds(try reader.int("BFF_HTTP_IDLE_TIMEOUT", default: 30, range: 1...3_600))
+        httpMaxConnections = try reader.int("BFF_HTTP_MAX_CONNECTIONS", default: 10_000, range: 16...1_000_000)
         // Jobs get most of the grace to finish; the rest is for releasing those that did not.
         jobs = JobRuntimeConfiguration(
             concurrency: try reader.int("BFF_JOBS_CONCURRENCY", default: 10, range: 0...1_000),
@@ -93,6 +106,8 @@ public struct AppConfiguration: Sendable {
         llm = try LLMConfiguration(reader)
         subscriptions = try SubscriptionConfiguration(reader)
         planLimits = try PlanLimits(reader)
+        appConfigFile = reader.optional("BFF_APP_CONFIG_FILE")
+        openAPIFile = reader.string("BFF_OPENAPI_FILE", default: "openapi.yaml")
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -27,6 +27,10 @@ public struct AppDependencies: Sendable {
     let llm: LLMClient?
     /// Re-syncs from RevenueCat, and the store they write.
     let subscriptionSync: SubscriptionSync
+    /// The remote app configuration, re-read when its file changes.
+    let remoteConfig: RemoteConfigSource
+    /// The contract, as `GET /openapi.yaml` serves it; nil when its file cannot be read.
+    let openAPIDocument: Data?
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()
@@ -59,6 +63,11 @@ public struct AppDependencies: Sendable {
         self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
         self.pushSenders = try PushSenders(configuration: configuration.push)
         self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile) }
+        self.remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
+        self.openAPIDocument = FileManager.default.contents(atPath: configuration.openAPIFile)
+        if openAPIDocument == nil {
+            logger.warning("the contract file cannot be read; GET /openapi.yaml answers 404", metadata: ["file": .string(configuration.openAPIFile)])
+        }
         let subscriptions = configuration.subscriptions
         self.subscriptionSync = SubscriptionSync(
             store: SubscriptionStore(database: database, configuration: subscriptions, logger: logger),
@@ -96,6 +105,7 @@ public func buildApplication(
     let configuration = dependencies.configuration
     let router = try buildRouter(dependencies, extraRoutes: extraRoutes)
     let server: HTTPServerBuilder
+    let http = HTTP1Channel.Configuration(idleTimeout: .nanoseconds(configuration.httpIdleTimeout.nanoseconds))
     if let certificate = configuration.tlsCertificatePath, let key = configuration.tlsKeyPath {
         var tls = TLSConfiguration.makeServerConfiguration(
             certificateChain: try loadPEM("BFF_TLS_CERT", certificate, as: "certificate chain") {
@@ -103,15 +113,17 @@ public func buildApplication(
             },
             privateKey: .privateKey(try loadPEM("BFF_TLS_KEY", key, as: "private key") { try NIOSSLPrivateKey(file: key, format: .pem) }))
         tls.minimumTLSVersion = .tlsv13
-        server = try .tls(.http1(), tlsConfiguration: tls)
+        server = try .tls(.http1(configuration: http), tlsConfiguration: tls)
     } else {
-        server = .http1()
+        server = .http1(configuration: http)
     }
 
     var app = Application(
         router: router,
         server: server,
-        configuration: .init(address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil),
+        configuration: .init(
+            address: .hostname(configuration.httpHost, port: configuration.httpPort), serverName: nil,
+            availableConnectionsDelegate: ConnectionLimit(maximum: configuration.httpMaxConnections, logger: dependencies.logger)),
         logger: dependencies.logger)
     for client in dependencies.database.clients { app.addServices(client) }
     let started = StartupGate()
@@ -145,6 +157,7 @@ func buildRouter(
     router.add(middleware: CORSMiddleware(allowedOrigins: configuration.corsOrigins))
     router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
     router.add(middleware: ErrorMiddleware())
+    router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
     let routes = RouteTableBox()
     if configuration.tlsCertificatePath != nil {
         router.add(middleware: HSTSMiddleware())
@@ -155,12 +168,13 @@ func buildRouter(
             limiter: limiter, rate: configuration.authRateLimit, clientAddress: clientAddress))
     router.add(middleware: RateLimitMiddleware.loginPerDevice(limiter: limiter, rate: configuration.authDeviceRateLimit))
     router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
-    router.add(middleware: LocationHeaderMiddleware())
+    router.add(middleware: UnescapedHeadersMiddleware())
     router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.subscriptions.webhookAuthorization))
     router.add(
         middleware: AuthenticationMiddleware(
             tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,
             allowedOrigins: configuration.corsOrigins))
+    router.add(middleware: ClientIdentityMiddleware(sightings: DeviceSightings(database: dependencies.database, logger: dependencies.logger)))
     router.add(middleware: AcceptMiddleware())
     router.add(middleware: OpenAPIContextMiddleware())
 

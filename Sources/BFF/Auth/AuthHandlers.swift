@@ -57,7 +57,7 @@ extension APIService {
                     .init(
                         items: devices.map { device in
                             .init(
-                                deviceId: device.deviceID, model: device.model, osVersion: device.osVersion,
+                                deviceId: device.deviceID, model: device.model, osVersion: device.osVersion, appVersion: device.appVersion,
                                 lastSeenAt: device.lastSeenAt, current: device.deviceID == principal.deviceID)
                         }))))
     }

@@ -52,6 +52,7 @@ struct AuthenticationMiddleware: RouterMiddleware {
         "POST /api/v1/auth/backchannel-logout",
         // RevenueCat's own credential, checked by WebhookAuthorizationMiddleware.
         "POST /api/v1/iap/revenuecat/webhook",
+        "GET /api/v1/app-config",
     ]
 
     /// The scope each protected operation of the contract names in its `security` requirement. A

@@ -21,6 +21,8 @@ struct DeviceRecord: Sendable, Equatable {
     let model: String?
     let osVersion: String?
     let lastSeenAt: Date
+    /// From `X-Client`; nil until the app sent one.
+    var appVersion: String? = nil
 }
 
 /// Users, devices, one-time logins and session revocation. Every query of user data names the user;
@@ -194,9 +196,9 @@ struct IdentityRepository: Sendable {
         try await database.run { client in
             let rows = try await client.query(
                 """
-                SELECT device_id, model, os_version, last_seen_at FROM devices WHERE user_id = \(userID)
+                SELECT device_id, model, os_version, last_seen_at, app_version FROM devices WHERE user_id = \(userID)
                 UNION ALL
-                SELECT f.device_id, NULL, NULL, max(t.issued_at)
+                SELECT f.device_id, NULL, NULL, max(t.issued_at), NULL
                 FROM refresh_families f
                 JOIN refresh_tokens t ON t.family_id = f.id AND t.used_at IS NULL AND t.expires_at > now()
                 WHERE f.user_id = \(userID) AND f.revoked_at IS NULL
@@ -205,8 +207,8 @@ struct IdentityRepository: Sendable {
                 ORDER BY last_seen_at DESC, device_id
                 """)
             var devices: [DeviceRecord] = []
-            for try await (id, model, os, seen) in rows.decode((String, String?, String?, Date).self) {
-                devices.append(DeviceRecord(deviceID: id, model: model, osVersion: os, lastSeenAt: seen))
+            for try await (id, model, os, seen, version) in rows.decode((String, String?, String?, Date, String?).self) {
+                devices.append(DeviceRecord(deviceID: id, model: model, osVersion: os, lastSeenAt: seen, appVersion: version))
             }
             return devices
         }

@@ -46,6 +46,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case unknownTopic = "unknown_topic"
     case contentFiltered = "content_filtered"
     case invalidReceipt = "invalid_receipt"
+    // 426
+    case upgradeRequired = "upgrade_required"
     // 429
     case rateLimited = "rate_limited"
     case quotaExceeded = "quota_exceeded"
@@ -58,6 +60,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     case llmUnavailable = "llm_unavailable"
     case storeUnavailable = "store_unavailable"
     case notReady = "not_ready"
+    case maintenance = "maintenance"
 
     /// The status every answer with this code has.
     public var status: HTTPResponse.Status {
@@ -75,10 +78,11 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .unsupportedMediaType: .unsupportedMediaType
         case .validationFailed, .invalidCursor, .idempotencyKeyReused, .unknownSubject, .unknownTopic, .contentFiltered, .invalidReceipt:
             .unprocessableContent
+        case .upgradeRequired: .init(code: 426, reasonPhrase: "Upgrade Required")
         case .rateLimited, .quotaExceeded: .tooManyRequests
         case .internal: .internalServerError
         case .notImplemented: .notImplemented
-        case .databaseUnavailable, .idpUnavailable, .llmUnavailable, .storeUnavailable, .notReady: .serviceUnavailable
+        case .databaseUnavailable, .idpUnavailable, .llmUnavailable, .storeUnavailable, .notReady, .maintenance: .serviceUnavailable
         }
     }
 
@@ -120,6 +124,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .unknownTopic: "No such topic."
         case .contentFiltered: "The tutor cannot answer this message. Please rephrase it."
         case .invalidReceipt: "The store did not accept this receipt."
+        case .upgradeRequired: "This version of the app is no longer supported; update it from the store."
         case .rateLimited: "Too many requests; retry later."
         case .quotaExceeded: "Your plan's quota for today is used up."
         case .internal: "An internal error occurred; it has been logged with the request id."
@@ -129,6 +134,7 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .llmUnavailable: "The tutor is unavailable; retry shortly."
         case .storeUnavailable: "The app store is unavailable; retry shortly."
         case .notReady: "The service is not ready."
+        case .maintenance: "The service is under maintenance; please try again later."
         }
     }
 }

@@ -1,14 +1,19 @@
+import HTTPTypes
 import Hummingbird
 
-/// The generated server writes header values URI-escaped ("%2Fapi%2Fv1…"), which is not a usable
-/// `Location`; our locations are plain paths, so the escaping is undone here.
-struct LocationHeaderMiddleware: RouterMiddleware {
+/// The generated server writes header values URI-escaped ("%2Fapi%2Fv1…", "max-age%3D60"), which is
+/// not a usable `Location` or `Cache-Control`; the values of these headers are plain text, so the
+/// escaping is undone here.
+struct UnescapedHeadersMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
+    static let names: [HTTPField.Name] = [.location, .cacheControl, .eTag]
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var response = try await next(request, context)
-        if let location = response.headers[.location], location.hasPrefix("%2F"), let decoded = location.removingPercentEncoding {
-            response.headers[.location] = decoded
+        for name in Self.names {
+            if let value = response.headers[name], value.contains("%"), let decoded = value.removingPercentEncoding {
+                response.headers[name] = decoded
+            }
         }
         return response
     }
