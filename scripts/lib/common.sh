@@ -356,45 +356,36 @@ start_push_stand_in() {
   done
 }
 
-# start_llm_stand_in BIN PORT LOG: a local OpenAI-compatible Chat Completions server
-# (llm-stand-in) on 127.0.0.1:PORT in the background: it checks requests as the real APIs do and
-# streams the same curious question to every turn, without a model. Point a server at it with
-# BFF_LLM_BASE_URL=http://127.0.0.1:PORT/v1, BFF_LLM_API_KEY=local-llm-key, BFF_LLM_MODEL=local-tutor.
-start_llm_stand_in() {
-  local bin="$1" port="$2" log_file="$3" pid waited=0
+# start_stand_in BIN PORT LOG READY [ARG...]: a stand-in program on 127.0.0.1:PORT in the
+# background, its output in LOG, waited for until LOG shows READY (each prints its URL once it
+# listens).
+start_stand_in() {
+  local bin="$1" port="$2" log_file="$3" ready="$4" name pid waited=0
+  name="$(basename "$bin")"
   [[ -x "$bin" ]] || die "$bin not found"
   free_port "$port"
   : >"$log_file"
-  "$bin" --port "$port" >>"$log_file" 2>&1 &
+  "$bin" --port "$port" "${@:5}" >>"$log_file" 2>&1 &
   pid=$!
   CLEANUP_PIDS+=("$pid")
-  # It says its URL once it listens.
-  until grep -q "/v1/chat/completions" "$log_file"; do
-    alive "$pid" || { tail -n 20 "$log_file" >&2; die "llm-stand-in exited"; }
-    ((waited++ < 300)) || die "llm-stand-in did not start within 30 s"
+  until grep -q -- "$ready" "$log_file"; do
+    alive "$pid" || { tail -n 20 "$log_file" >&2; die "$name exited"; }
+    ((waited++ < 300)) || die "$name did not start within 30 s"
     sleep 0.1
   done
 }
 
-# start_revenuecat_stand_in BIN PORT LOG: RevenueCat's REST API v1 on 127.0.0.1:PORT in the
-# background (revenuecat-stand-in): it checks requests as RevenueCat does, accepts any receipt and
-# grants a month of the product it names. Point a server at it with
-# BFF_REVENUECAT_BASE_URL=http://127.0.0.1:PORT/v1 and BFF_REVENUECAT_API_KEY=sk_local_revenuecat.
-start_revenuecat_stand_in() {
-  local bin="$1" port="$2" log_file="$3" pid waited=0
-  [[ -x "$bin" ]] || die "$bin not found"
-  free_port "$port"
-  : >"$log_file"
-  "$bin" --port "$port" "${@:4}" >>"$log_file" 2>&1 &
-  pid=$!
-  CLEANUP_PIDS+=("$pid")
-  # It says its URL once it listens.
-  until grep -q "/v1 (key" "$log_file"; do
-    alive "$pid" || { tail -n 20 "$log_file" >&2; die "revenuecat-stand-in exited"; }
-    ((waited++ < 300)) || die "revenuecat-stand-in did not start within 30 s"
-    sleep 0.1
-  done
-}
+# start_llm_stand_in BIN PORT LOG: a local OpenAI-compatible Chat Completions server
+# (llm-stand-in): it checks requests as the real APIs do and streams the same curious question to
+# every turn, without a model. Point a server at it with BFF_LLM_BASE_URL=http://127.0.0.1:PORT/v1,
+# BFF_LLM_API_KEY=local-llm-key, BFF_LLM_MODEL=local-tutor.
+start_llm_stand_in() { start_stand_in "$1" "$2" "$3" "/v1/chat/completions"; }
+
+# start_revenuecat_stand_in BIN PORT LOG [ARG...]: RevenueCat's REST API v1 (revenuecat-stand-in):
+# it checks requests as RevenueCat does, accepts any receipt and grants a month of the product it
+# names. Point a server at it with BFF_REVENUECAT_BASE_URL=http://127.0.0.1:PORT/v1 and
+# BFF_REVENUECAT_API_KEY=sk_local_revenuecat.
+start_revenuecat_stand_in() { start_stand_in "$1" "$2" "$3" "/v1 (key" "${@:4}"; }
 
 # start_oidc_mock PORT: oidc-provider-mock on 127.0.0.1:PORT in the background.
 # The authorize page shows a form (pick a subject, press Authorize) and no
