@@ -88,11 +88,20 @@ struct RecallRepository: Sendable {
         }
     }
 
+    /// Takes the user's chat-stamp lock (`bff_chat_stamp`) before any row: deleting or evaluating a
+    /// chat takes it first and then locks the chat and its recalls, while a recall's writes lock
+    /// the recall and then the chat. Without it the two orders deadlocked under concurrent calls
+    /// (found by the contract run: 500 on markRecallOpened).
+    static func serialiseWithChatWrites(userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query("SELECT bff_chat_stamp(\(userID))", logger: logger)
+    }
+
     /// The app opened the recall's deep link: scheduled or sent becomes opened, and its chat takes
     /// turns again until the recall is evaluated. Opening again changes nothing.
     func open(userID: UUID, recallID: UUID) async throws {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
+                try await Self.serialiseWithChatWrites(userID: userID, on: connection, logger: database.logger)
                 var opened: (chatID: UUID, sentAt: Date?)?
                 for try await row in try await connection.query(
                     """
@@ -123,6 +132,7 @@ struct RecallRepository: Sendable {
     func evaluate(userID: UUID, recallID: UUID, score: Int, note: String?) async throws -> RecallRecord {
         let planned = try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
+                try await Self.serialiseWithChatWrites(userID: userID, on: connection, logger: database.logger)
                 var done: (chatID: UUID, step: Int, interval: Double)?
                 for try await row in try await connection.query(
                     """

@@ -1,7 +1,10 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOConcurrencyHelpers
+import NIOCore
+import NIOHTTP1
 import PostgresNIO
 import Testing
 
@@ -160,6 +163,40 @@ struct RecallTests {
             let evaluated = try await client.call(.post, "/api/v1/recalls/\(recall)/evaluation", as: learner, json: Self.evaluation)
             #expect(evaluated.status == .conflict)
             #expect(evaluated.errorCode == "recall_canceled")
+        }
+    }
+
+    @Test("deleting a chat while its recall is opened or evaluated, at the same moment: each answers its documented status, never a deadlock's 500")
+    func raceWithChatDeletion() async throws {
+        let learner = try await Learner.make(database: database)
+        try await withApp { client, repository in
+            let port = try #require(client.port)
+            @Sendable func send(_ method: HTTPMethod, _ path: String, json: String? = nil) async throws -> UInt {
+                var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+                request.method = method
+                request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+                if let json {
+                    request.headers.add(name: "Content-Type", value: "application/json")
+                    request.body = .bytes(ByteBuffer(string: json))
+                }
+                return try await HTTPClient.shared.execute(request, timeout: .seconds(20)).status.code
+            }
+            var statuses: Set<UInt> = []
+            for round in 0..<12 {
+                let chat = try await Self.evaluatedChat(client, learner, repository)
+                let recall = try #require(try await Self.recalls(client, learner).first { $0["chat_id"] as? String == chat }?["id"] as? String)
+                let outcomes = try await withThrowingTaskGroup(of: UInt.self) { group in
+                    group.addTask { try await send(.DELETE, "/api/v1/chats/\(chat)") }
+                    group.addTask {
+                        round % 2 == 0
+                            ? try await send(.POST, "/api/v1/recalls/\(recall)/opened")
+                            : try await send(.POST, "/api/v1/recalls/\(recall)/evaluation", json: Self.evaluation)
+                    }
+                    return try await group.reduce(into: []) { $0.append($1) }
+                }
+                statuses.formUnion(outcomes)
+            }
+            #expect(statuses.isSubset(of: [200, 204, 409]), "\(statuses)")
         }
     }
 
