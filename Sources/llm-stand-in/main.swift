@@ -17,21 +17,14 @@ import Logging
 
 func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
 
-var values: [String: String] = [:]
-var rest = CommandLine.arguments.dropFirst()
-while let name = rest.popFirst() {
-    guard name.hasPrefix("--"), let value = rest.popFirst() else {
-        write("usage: llm-stand-in --port P [--api-key K] [--model M] [--first-chunk-ms N] [--interval-ms N]")
-        exit(2)
-    }
-    values[String(name.dropFirst(2))] = value
-}
-guard let port = values["port"].flatMap(Int.init) else {
-    write("llm-stand-in: --port is required")
+let usage = "llm-stand-in --port P [--api-key K] [--model M] [--first-chunk-ms N] [--interval-ms N] [--chunks N] [--timings FILE]"
+let values = StandInOptions(usage: usage)
+guard let port = Int(values.required("port", usage: usage)) else {
+    write("llm-stand-in: --port must be a number")
     exit(2)
 }
-let first = Duration.milliseconds(Int(values["first-chunk-ms"] ?? "0") ?? 0)
-let interval = Duration.milliseconds(Int(values["interval-ms"] ?? "0") ?? 0)
+let first = Duration.milliseconds(values.int("first-chunk-ms", default: 0))
+let interval = Duration.milliseconds(values.int("interval-ms", default: 0))
 let logger = {
     var logger = Logger(label: "llm-stand-in")
     logger.logLevel = .warning

@@ -11,30 +11,15 @@ import Foundation
 import Logging
 import StandIns
 
-struct Failure: Error, CustomStringConvertible {
-    let description: String
-}
-
-func options() throws -> [String: String] {
-    var values: [String: String] = [:]
-    var rest = CommandLine.arguments.dropFirst()
-    while let name = rest.popFirst() {
-        guard name.hasPrefix("--"), let value = rest.popFirst() else { throw Failure(description: "expected --option value, got '\(name)'") }
-        values[String(name.dropFirst(2))] = value
-    }
-    return values
-}
-
 func write(_ line: String, to handle: FileHandle) { handle.write(Data((line + "\n").utf8)) }
 
 do {
-    let values = try options()
-    guard let directory = values["dir"], let certificate = values["cert"], let key = values["key"] else {
-        throw Failure(description: "usage: push-stand-in --dir DIR --cert FILE --key FILE [--apns-port P] [--fcm-port P] [--latency-ms N]")
-    }
-    let apnsPort = Int(values["apns-port"] ?? "0") ?? 0
-    let fcmPort = Int(values["fcm-port"] ?? "0") ?? 0
-    let latency = Duration.milliseconds(Int(values["latency-ms"] ?? "0") ?? 0)
+    let usage = "push-stand-in --dir DIR --cert FILE --key FILE [--apns-port P] [--fcm-port P] [--latency-ms N]"
+    let values = StandInOptions(usage: usage)
+    let (directory, certificate, key) = (values.required("dir", usage: usage), values.required("cert", usage: usage), values.required("key", usage: usage))
+    let apnsPort = values.int("apns-port", default: 0)
+    let fcmPort = values.int("fcm-port", default: 0)
+    let latency = Duration.milliseconds(values.int("latency-ms", default: 0))
     let logger = {
         var logger = Logger(label: "push-stand-in")
         logger.logLevel = .warning

@@ -20,21 +20,14 @@ import StandIns
 
 func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
 
-var values: [String: String] = [:]
-var rest = CommandLine.arguments.dropFirst()
-while let name = rest.popFirst() {
-    guard name.hasPrefix("--"), let value = rest.popFirst() else {
-        write("usage: revenuecat-stand-in --port P [--api-key K] [--latency-ms N] [--product ID]")
-        exit(2)
-    }
-    values[String(name.dropFirst(2))] = value
-}
-guard let port = values["port"].flatMap(Int.init) else {
-    write("revenuecat-stand-in: --port is required")
+let usage = "revenuecat-stand-in --port P [--api-key K] [--latency-ms N] [--product ID]"
+let values = StandInOptions(usage: usage)
+guard let port = Int(values.required("port", usage: usage)) else {
+    write("revenuecat-stand-in: --port must be a number")
     exit(2)
 }
 let revenueCat = LocalRevenueCat(
-    apiKey: values["api-key"] ?? "sk_local_revenuecat", latency: .milliseconds(Int(values["latency-ms"] ?? "0") ?? 0),
+    apiKey: values["api-key"] ?? "sk_local_revenuecat", latency: .milliseconds(values.int("latency-ms", default: 0)),
     acceptAnyReceipt: (values["product"] ?? "com.example.learn.pro.monthly", "ios"))
 let logger = {
     var logger = Logger(label: "revenuecat-stand-in")
