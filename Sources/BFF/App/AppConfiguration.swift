@@ -54,6 +54,9 @@ public struct AppConfiguration: Sendable {
     public var appConfigFile: String?
     /// The contract `GET /openapi.yaml` serves (`BFF_OPENAPI_FILE`, relative to the working directory).
     public var openAPIFile: String
+    /// `BFF_API_DOCS_DIR`: a browsable API reference served at `/docs/` (scripts/dev sets Swagger UI's
+    /// packaged release there); nil: none.
+    public var apiDocsDirectory: String?
 
     public init(environment env: [String: String]) throws {
         let reader = EnvironmentReader(env)
@@ -108,6 +111,7 @@ public struct AppConfiguration: Sendable {
         planLimits = try PlanLimits(reader)
         appConfigFile = reader.optional("BFF_APP_CONFIG_FILE")
         openAPIFile = reader.string("BFF_OPENAPI_FILE", default: "openapi.yaml")
+        apiDocsDirectory = reader.optional("BFF_API_DOCS_DIR")
         migrationsDirectory = reader.string("BFF_MIGRATIONS_DIR", default: "migrations")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")

@@ -158,6 +158,9 @@ func buildRouter(
     router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
     router.add(middleware: ErrorMiddleware())
     router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
+    if let docs = configuration.apiDocsDirectory {
+        router.add(middleware: FileMiddleware(docs, urlBasePath: "/docs", searchForIndexHtml: true, logger: dependencies.logger))
+    }
     let routes = RouteTableBox()
     if configuration.tlsCertificatePath != nil {
         router.add(middleware: HSTSMiddleware())

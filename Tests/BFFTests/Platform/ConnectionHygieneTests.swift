@@ -81,7 +81,7 @@ struct ConnectionHygieneTests {
         let port = try #require(probe.localAddress?.port)
         try await probe.close()
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("cap-\(UUID().uuidString).log")
-        FileManager.default.createFile(atPath: log.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let server = Process()
         server.executableURL = URL(fileURLWithPath: binary)
         server.arguments = ["serve"]

@@ -45,6 +45,29 @@ struct HTTPContractTests {
         }
     }
 
+    @Test("the server serves its contract at /openapi.yaml, and with BFF_API_DOCS_DIR an API reference at /docs/")
+    func contractAndReference() async throws {
+        let docs = FileManager.default.temporaryDirectory.appendingPathComponent("docs-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: docs, withIntermediateDirectories: true)
+        try Data("<html>Swagger UI</html>".utf8).write(to: docs.appendingPathComponent("index.html"))
+        let contract = try String(contentsOf: TestEnvironment.repository.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let app = try await makeTestApp(
+            database: database,
+            environment: ["BFF_API_DOCS_DIR": docs.path, "BFF_OPENAPI_FILE": TestEnvironment.repository.appendingPathComponent("openapi.yaml").path])
+        try await app.live { client in
+            let served = try await client.execute(uri: "/openapi.yaml", method: .get)
+            #expect(served.status == .ok && served.text == contract)
+            #expect(served.headers[.contentType]?.hasPrefix("application/yaml") == true)
+            let reference = try await client.execute(uri: "/docs/", method: .get)
+            #expect(reference.status == .ok && reference.text.contains("Swagger UI"))
+        }
+        let without = try await makeTestApp(database: database, environment: ["BFF_OPENAPI_FILE": "/nonexistent/openapi.yaml"])
+        try await without.live { client in
+            expectError(try await client.execute(uri: "/openapi.yaml", method: .get), .notFound, "not_found")
+            #expect(try await client.execute(uri: "/docs/", method: .get).status == .notFound)
+        }
+    }
+
     @Test("unknown route is 404 not_found; a known path with another method is 405 with Allow")
     func unknownRouteAndMethod() async throws {
         let app = try await makeTestApp(database: database)

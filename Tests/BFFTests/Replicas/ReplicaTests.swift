@@ -24,7 +24,7 @@ struct ReplicaTests {
             let binary = TestEnvironment.repository.appendingPathComponent(".build/debug/bff").path
             try #require(FileManager.default.isExecutableFile(atPath: binary), "build bff first (scripts/test does)")
             log = FileManager.default.temporaryDirectory.appendingPathComponent("replica-\(UUID().uuidString).log")
-            FileManager.default.createFile(atPath: log.path, contents: nil)
+            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
             self.port = port
             process = Process()
             process.executableURL = URL(fileURLWithPath: binary)
