@@ -33,7 +33,6 @@ public struct APIError: Error, Sendable, Equatable {
     }
 
     public static let notFound = APIError(.notFound)
-    public static let notImplemented = APIError(.notImplemented)
     public static let databaseUnavailable = APIError(.databaseUnavailable)
     public static let internalError = APIError(.internal)
 

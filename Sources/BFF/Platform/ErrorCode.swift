@@ -51,9 +51,8 @@ public enum ErrorCode: String, CaseIterable, Sendable {
     // 429
     case rateLimited = "rate_limited"
     case quotaExceeded = "quota_exceeded"
-    // 500, 501
+    // 500
     case `internal` = "internal"
-    case notImplemented = "not_implemented"
     // 503: a dependency is down.
     case databaseUnavailable = "database_unavailable"
     case idpUnavailable = "idp_unavailable"
@@ -81,7 +80,6 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .upgradeRequired: .init(code: 426, reasonPhrase: "Upgrade Required")
         case .rateLimited, .quotaExceeded: .tooManyRequests
         case .internal: .internalServerError
-        case .notImplemented: .notImplemented
         case .databaseUnavailable, .idpUnavailable, .llmUnavailable, .storeUnavailable, .notReady, .maintenance: .serviceUnavailable
         }
     }
@@ -128,7 +126,6 @@ public enum ErrorCode: String, CaseIterable, Sendable {
         case .rateLimited: "Too many requests; retry later."
         case .quotaExceeded: "Your plan's quota for today is used up."
         case .internal: "An internal error occurred; it has been logged with the request id."
-        case .notImplemented: "This operation is specified but not available yet."
         case .databaseUnavailable: "The database is unavailable; retry shortly."
         case .idpUnavailable: "The identity provider is unavailable; retry shortly."
         case .llmUnavailable: "The tutor is unavailable; retry shortly."
