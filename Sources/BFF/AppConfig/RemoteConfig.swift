@@ -45,7 +45,11 @@ struct RemoteConfig: Sendable, Equatable {
         func value(platform: ClientIdentity.Platform, version: AppVersion?, region: String?) -> Bool {
             var value = platforms[platform] ?? self.value
             if let region, let regional = regions[region] { value = regional }
-            if let minVersion, version.map { $0 < minVersion } ?? true { value = false }
+            if let minVersion {
+                // An unknown version is below every minimum.
+                let recent = version.map { $0 >= minVersion } ?? false
+                if !recent { value = false }
+            }
             return value
         }
     }

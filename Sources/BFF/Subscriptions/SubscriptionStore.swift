@@ -166,13 +166,19 @@ struct SubscriptionStore: Sendable {
             for try await (plan, status, until, renews) in try await client.query(
                 "SELECT plan, status, access_until, will_renew FROM entitlements WHERE user_id = \(userID)", logger: logger
             ).decode((String, String?, Date?, Bool).self) {
-                let stored = Entitlement(
-                    plan: Plan(rawValue: plan) ?? .free, status: status.flatMap(SubscriptionStatus.init(rawValue:)), accessUntil: until,
-                    willRenew: renews)
-                return stored.effective(at: Date(), renewalLeeway: configuration.renewalLeeway)
+                return effective(plan: plan, status: status, accessUntil: until, willRenew: renews)
             }
             return .free
         }
+    }
+
+    /// An `entitlements` row's columns (all nil without a row) as every reader takes them: read now.
+    func effective(plan: String?, status: String?, accessUntil: Date?, willRenew: Bool?) -> Entitlement {
+        guard let plan else { return .free }
+        let stored = Entitlement(
+            plan: Plan(rawValue: plan) ?? .free, status: status.flatMap(SubscriptionStatus.init(rawValue:)), accessUntil: accessUntil,
+            willRenew: willRenew ?? false)
+        return stored.effective(at: Date(), renewalLeeway: configuration.renewalLeeway)
     }
 
     /// The entitlement with the subscriptions it comes from, as `/me/subscription` answers.
