@@ -14,55 +14,6 @@ import Testing
 /// runs once.
 @Suite("Replicas and a worker share one truth", .needsDatabase, .timeLimit(.minutes(3)))
 struct ReplicaTests {
-    /// A `bff` process of the build under test, logging to a file of its own.
-    final class BFFProcess: Sendable {
-        let process: Process
-        let port: Int
-        let log: URL
-
-        init(_ arguments: [String], environment: [String: String], port: Int = 0) throws {
-            let binary = TestEnvironment.repository.appendingPathComponent(".build/debug/bff").path
-            try #require(FileManager.default.isExecutableFile(atPath: binary), "build bff first (scripts/test does)")
-            log = FileManager.default.temporaryDirectory.appendingPathComponent("replica-\(UUID().uuidString).log")
-            _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-            self.port = port
-            process = Process()
-            process.executableURL = URL(fileURLWithPath: binary)
-            process.arguments = arguments
-            process.environment = environment.merging(["BFF_HTTP_PORT": String(port), "PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin"]) { $1 }
-            process.standardOutput = try FileHandle(forWritingTo: log)
-            process.standardError = process.standardOutput
-            try process.run()
-        }
-
-        var base: String { "http://127.0.0.1:\(port)" }
-
-        func stop() {
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-        }
-    }
-
-    static func freePort() async throws -> Int {
-        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(probe.localAddress?.port)
-        try await probe.close()
-        return port
-    }
-
-    static func send(_ method: HTTPMethod, _ url: String, token: String? = nil, json: String? = nil) async throws -> (status: UInt, body: [String: Any]) {
-        var request = HTTPClientRequest(url: url)
-        request.method = method
-        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        if let json {
-            request.headers.add(name: "Content-Type", value: "application/json")
-            request.body = .bytes(ByteBuffer(string: json))
-        }
-        let response = try await HTTPClient.shared.execute(request, timeout: .seconds(30))
-        let body = try await response.body.collect(upTo: 1 << 20)
-        return (response.status.code, (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]) ?? [:])
-    }
-
     @Test("login, refresh, limits, revocation and jobs agree across two servers and a worker")
     func sharedTruth() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
@@ -76,22 +27,22 @@ struct ReplicaTests {
                         "BFF_AUTH_DEVICE_RATE_LIMIT": "4", "BFF_JOBS_CONCURRENCY": "0", "BFF_LLM_BASE_URL": "\(llmBase)/v1",
                         "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model,
                     ])
-                let a = try BFFProcess(["serve"], environment: environment, port: try await Self.freePort())
+                let a = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
                 defer { a.stop() }
-                let b = try BFFProcess(["serve"], environment: environment, port: try await Self.freePort())
+                let b = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
                 defer { b.stop() }
                 let worker = try BFFProcess(["jobs", "work"], environment: environment.merging(["BFF_JOBS_CONCURRENCY": "4"]) { $1 })
                 defer { worker.stop() }
                 for server in [a, b] {
                     #expect(
                         try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                            (try? await Self.send(.GET, "\(server.base)/readyz"))?.status == 200
+                            (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
                         })
                 }
 
                 // A login started on A and finished on B.
                 let login = AppLogin(deviceID: "replica-phone-1")
-                let started = try await Self.send(.GET, "\(a.base)\(login.startURI)")
+                let started = try await BFFProcess.send(.GET, "\(a.base)\(login.startURI)")
                 #expect(started.status == 200)
                 let state = try #require(started.body["state"] as? String)
                 let query = URLComponents(string: try #require(started.body["authorization_url"] as? String))?.queryItems ?? []
@@ -99,7 +50,7 @@ struct ReplicaTests {
                 claims.nonce = query.first { $0.name == "nonce" }?.value
                 let code = "code-" + SecureRandom.token()
                 idp.grant(code: code, challenge: try #require(query.first { $0.name == "code_challenge" }?.value), idToken: try await idp.sign(claims))
-                let signedIn = try await Self.send(.GET, "\(b.base)\(login.callbackURI(code: code, state: state))")
+                let signedIn = try await BFFProcess.send(.GET, "\(b.base)\(login.callbackURI(code: code, state: state))")
                 #expect(signedIn.status == 200, "\(signedIn.body)")
                 let access = try #require(signedIn.body["access_token"] as? String)
                 let refresh = try #require(signedIn.body["refresh_token"] as? String)
@@ -108,8 +59,8 @@ struct ReplicaTests {
 
                 // A refresh on A and its retry on B get the same pair.
                 let body = #"{"refresh_token":"\#(refresh)","device_id":"replica-phone-1"}"#
-                let first = try await Self.send(.POST, "\(a.base)/api/v1/auth/refresh", json: body)
-                let retry = try await Self.send(.POST, "\(b.base)/api/v1/auth/refresh", json: body)
+                let first = try await BFFProcess.send(.POST, "\(a.base)/api/v1/auth/refresh", json: body)
+                let retry = try await BFFProcess.send(.POST, "\(b.base)/api/v1/auth/refresh", json: body)
                 #expect(first.status == 200 && retry.status == 200)
                 #expect(first.body["refresh_token"] as? String == retry.body["refresh_token"] as? String)
                 // 20 refreshes of the child at once, split across both: one rotation, one head, every
@@ -119,7 +70,7 @@ struct ReplicaTests {
                 let rotations = try await withThrowingTaskGroup(of: (UInt, String?).self) { group in
                     for index in 0..<20 {
                         group.addTask {
-                            let answer = try await Self.send(.POST, "\(index % 2 == 0 ? a.base : b.base)/api/v1/auth/refresh", json: childBody)
+                            let answer = try await BFFProcess.send(.POST, "\(index % 2 == 0 ? a.base : b.base)/api/v1/auth/refresh", json: childBody)
                             return (answer.status, answer.body["refresh_token"] as? String)
                         }
                     }
@@ -139,7 +90,7 @@ struct ReplicaTests {
                 // The login limit per device is exact across both: 4 a minute.
                 var starts: [UInt] = []
                 for index in 0..<6 {
-                    starts.append(try await Self.send(.GET, "\(index % 2 == 0 ? a.base : b.base)\(AppLogin(deviceID: "replica-limit-1").startURI)").status)
+                    starts.append(try await BFFProcess.send(.GET, "\(index % 2 == 0 ? a.base : b.base)\(AppLogin(deviceID: "replica-limit-1").startURI)").status)
                 }
                 #expect(starts == [200, 200, 200, 200, 429, 429], "\(starts)")
 
@@ -147,7 +98,7 @@ struct ReplicaTests {
                 var turns: [UInt] = []
                 for index in 0..<6 {
                     turns.append(
-                        try await Self.send(.POST, "\(index % 2 == 0 ? a.base : b.base)/api/v1/chat", token: access, json: #"{"message": "植物は光合成をします。"}"#).status)
+                        try await BFFProcess.send(.POST, "\(index % 2 == 0 ? a.base : b.base)/api/v1/chat", token: access, json: #"{"message": "植物は光合成をします。"}"#).status)
                 }
                 #expect(turns == [200, 200, 200, 200, 200, 429], "\(turns)")
                 #expect(try await eventually(within: .seconds(20)) { llm.received.withLockedValue { $0.filter { $0.responseFormat != nil }.count } >= 5 })
@@ -161,11 +112,11 @@ struct ReplicaTests {
                 #expect(jobs.count == 5 && jobs.allSatisfy { $0.0 == "completed" && $0.1 == 1 }, "\(jobs)")
 
                 // A logout on A is refused by B within the revocation poll.
-                #expect(try await Self.send(.GET, "\(b.base)/api/v1/me", token: access).status == 200)
-                #expect(try await Self.send(.POST, "\(a.base)/api/v1/auth/logout", token: access).status == 204)
+                #expect(try await BFFProcess.send(.GET, "\(b.base)/api/v1/me", token: access).status == 200)
+                #expect(try await BFFProcess.send(.POST, "\(a.base)/api/v1/auth/logout", token: access).status == 204)
                 #expect(
                     try await eventually(within: .seconds(4), every: .milliseconds(100)) {
-                        try await Self.send(.GET, "\(b.base)/api/v1/me", token: access).status == 401
+                        try await BFFProcess.send(.GET, "\(b.base)/api/v1/me", token: access).status == 401
                     })
             }
         }
@@ -177,14 +128,14 @@ struct ReplicaTests {
         let learner = try await Learner.make(database: database)
         let environment = TestEnvironment.serverEnvironment(
             database: database, ["BFF_LOG_LEVEL": "warning", "BFF_SHUTDOWN_GRACE": "10", "BFF_JOBS_CONCURRENCY": "0"])
-        let a = try BFFProcess(["serve"], environment: environment, port: try await Self.freePort())
+        let a = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
         defer { a.stop() }
-        let b = try BFFProcess(["serve"], environment: environment, port: try await Self.freePort())
+        let b = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
         defer { b.stop() }
         for server in [a, b] {
             #expect(
                 try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                    (try? await Self.send(.GET, "\(server.base)/readyz"))?.status == 200
+                    (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
                 })
         }
         // Each request on a connection of its own: one the server stopped accepting is refused, never half-served.
