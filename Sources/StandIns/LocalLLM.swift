@@ -42,6 +42,8 @@ public final class LocalLLM: Sendable {
         public let messages: [(role: String, content: String)]
         public let stream: Bool
         public let responseFormat: String?
+        /// The W3C `traceparent` the request carried (the services ignore it; a malformed one is a violation here).
+        public let traceparent: String?
     }
 
     public let apiKey: String
@@ -90,6 +92,15 @@ public final class LocalLLM: Sendable {
         return router
     }
 
+    /// W3C Trace Context's version 00: `00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>`, ids not all zero.
+    static func isTraceparent(_ value: String) -> Bool {
+        let parts = value.split(separator: "-", omittingEmptySubsequences: false)
+        let hex = Set("0123456789abcdef")
+        guard parts.count == 4, parts[0] == "00", parts[1].count == 32, parts[2].count == 16, parts[3].count == 2 else { return false }
+        guard parts.dropFirst().allSatisfy({ $0.allSatisfy(hex.contains) }) else { return false }
+        return parts[1].contains { $0 != "0" } && parts[2].contains { $0 != "0" }
+    }
+
     private func error(_ status: Int, code: String, message: String, headers extra: [String: String] = [:]) -> Response {
         var headers: HTTPFields = [.contentType: "application/json"]
         for (name, value) in extra { if let name = HTTPField.Name(name) { headers[name] = value } }
@@ -125,7 +136,10 @@ public final class LocalLLM: Sendable {
             else { return refuse("response_format") }
             responseFormat = String(decoding: data, as: UTF8.self)
         }
-        let received = Received(dialect: dialect, body: body, messages: messages, stream: stream, responseFormat: responseFormat)
+        let traceparent = HTTPField.Name("traceparent").flatMap { request.headers[$0] }
+        if let traceparent, !Self.isTraceparent(traceparent) { return refuse("traceparent \(traceparent)") }
+        let received = Received(
+            dialect: dialect, body: body, messages: messages, stream: stream, responseFormat: responseFormat, traceparent: traceparent)
         self.received.withLockedValue { $0.append(received) }
         let number = count.withLockedValue { count in
             count += 1

@@ -80,14 +80,17 @@ public struct AppDependencies: Sendable {
 }
 
 /// The process's logger. Services handed it at start-up (authentication, refresh tokens) log from
-/// within requests too: the request's id comes from the task's context, so those lines carry it.
+/// within requests too: the request's id and the trace's come from the task's context, so those
+/// lines carry them.
 public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput) -> Logger {
-    let requestID = Logger.MetadataProvider {
-        AppRequestContext.current.map { ["request_id": .string($0.requestID)] } ?? [:]
+    let provider = Logger.MetadataProvider {
+        var metadata: Logger.Metadata = AppRequestContext.current.map { ["request_id": .string($0.requestID)] } ?? [:]
+        if Telemetry.isTracing { metadata.merge(Telemetry.logMetadata.get()) { $1 } }
+        return metadata
     }
     var logger = Logger(label: "bff") { label in
         var handler = JSONLogHandler(label: label, level: level, sink: sink)
-        handler.metadataProvider = requestID
+        handler.metadataProvider = provider
         return handler
     }
     logger.logLevel = level
@@ -151,6 +154,7 @@ func buildRouter(
     let configuration = dependencies.configuration
     let router = Router(context: AppRequestContext.self)
     let clientAddress = ClientAddress(trustedProxies: configuration.trustedProxies)
+    router.add(middleware: RequestTracingMiddleware())
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: UntrustedForwardingWarning(clientAddress: clientAddress, logger: dependencies.logger))

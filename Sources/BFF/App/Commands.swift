@@ -14,12 +14,15 @@ public enum Commands {
     public static func serve(environment: [String: String]) async throws {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
+        // Before the dependencies: their clients and the router see the process's tracer.
+        let telemetry = try Telemetry.start(environment: environment, logger: logger)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         dependencies.warnWithoutPushServices()
         let app = try buildApplication(dependencies)
+        // Stopped in reverse order: the exporter outlives the server's drain and sends its spans.
         let group = ServiceGroup(
             configuration: .init(
-                services: [app],
+                services: [telemetry, app].compactMap { $0 },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ).withShutdownGrace(configuration.shutdownGrace))

@@ -79,7 +79,7 @@ extension HTTPClient {
     static let withoutRedirects: HTTPClient = {
         var configuration = HTTPClient.Configuration.singletonConfiguration
         configuration.redirectConfiguration = .disallow
-        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration)
+        return HTTPClient(eventLoopGroup: HTTPClient.defaultEventLoopGroup, configuration: configuration.untraced)
     }()
 }
 
@@ -393,7 +393,7 @@ final class OIDCClient: Sendable {
         let expired: @Sendable () -> any Error = { IdPUnavailable(reason: "\(name): no whole answer within \(timeout)") }
         do {
             return try await withDeadline(.nanoseconds(timeout.nanoseconds), expired: expired) {
-                let response = try await http.execute(request, timeout: timeout)
+                let response = try await http.execute(request, timeout: timeout, span: "idp \(name)")
                 return (response.status, response.headers, try await response.body.collect(upTo: 1 << 20))
             }
         } catch let error as IdPUnavailable {

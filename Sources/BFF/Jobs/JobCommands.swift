@@ -13,6 +13,7 @@ extension Commands {
             throw ConfigurationError("BFF_JOBS_CONCURRENCY", "is 0, so a worker would run nothing")
         }
         let logger = makeLogger(level: configuration.logLevel)
+        let telemetry = try Telemetry.start(environment: environment, logger: logger)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         // The worker runs inside the pools' lifetime (a pool runs once): they outlive its drain.
         try await withDatabase(dependencies.database) { client in
@@ -21,7 +22,9 @@ extension Commands {
             dependencies.warnWithoutPushServices()
             let group = ServiceGroup(
                 configuration: .init(
-                    services: [.init(service: AppJobs(dependencies).worker(dependencies), successTerminationBehavior: .gracefullyShutdownGroup)],
+                    // Stopped in reverse order: the exporter sends the spans of the last jobs.
+                    services: telemetry.map { [.init(service: $0)] } ?? []
+                        + [.init(service: AppJobs(dependencies).worker(dependencies), successTerminationBehavior: .gracefullyShutdownGroup)],
                     gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: logger
                 ).withShutdownGrace(configuration.shutdownGrace))

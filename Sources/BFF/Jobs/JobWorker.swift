@@ -189,7 +189,10 @@ public final class JobWorker: Service, Sendable {
                 for job in jobs {
                     inFlight.withLockedValue { $0[job.id] = job }
                     group.addTask {
-                        await self.execute(job)
+                        // A root span per run: the job's database and outbound calls are its children.
+                        await Telemetry.span(
+                            "job \(job.kind)", kind: .consumer, attributes: ["bff.job.kind": .string(job.kind), "bff.job.attempt": .int64(Int64(job.attempt))]
+                        ) { _ in await self.execute(job) }
                         freed.withLockedValue { $0[kind, default: 0] += 1 }
                         self.doorbell.ring()
                     }

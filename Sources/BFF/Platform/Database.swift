@@ -6,6 +6,7 @@ import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 import Synchronization
+import Tracing
 import _ConnectionPoolModule
 
 /// The database could not be reached in time: the request is answered 503 `database_unavailable`.
@@ -100,12 +101,32 @@ public struct Database: Sendable {
     }
 
     /// Runs `body` against the current pool (or `pool`, an index of `clients`) within the deadline;
-    /// connection-level failures become `DatabaseUnavailable`.
+    /// connection-level failures become `DatabaseUnavailable`. Traced as a client span named after
+    /// the calling function (postgres-nio makes no spans).
     public func run<Result: Sendable>(
-        pool: Int? = nil, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+        pool: Int? = nil, function: String = #function, fileID: String = #fileID,
+        _ body: @escaping @Sendable (PostgresClient) async throws -> Result
     ) async throws -> Result {
         // Chosen here, on the request's loop, before the deadline starts its task.
         let client = pool.map { pools[$0].client } ?? self.client
+        // Only within a request's or a job's trace: the worker's polls would each be a trace of their own.
+        guard Telemetry.isTracing, InstrumentationContext.current != nil else { return try await run(on: client, body) }
+        return try await Telemetry.span(
+            Self.spanName(function: function, fileID: fileID), kind: .client,
+            attributes: ["db.system.name": "postgresql", "code.function.name": .string(function)]
+        ) { _ in try await run(on: client, body) }
+    }
+
+    /// "postgresql ChatRepository.page" for `page(…)` in ChatRepository.swift.
+    static func spanName(function: String, fileID: String) -> String {
+        let file = fileID.split(separator: "/").last.map { $0.replacingOccurrences(of: ".swift", with: "") } ?? fileID
+        let name = function.prefix { $0 != "(" }
+        return "postgresql \(file).\(name)"
+    }
+
+    private func run<Result: Sendable>(
+        on client: PostgresClient, _ body: @escaping @Sendable (PostgresClient) async throws -> Result
+    ) async throws -> Result {
         do {
             // Counted inside: an operation past its deadline may still hold its lease.
             return try await withDeadline(timeout) { [self] in

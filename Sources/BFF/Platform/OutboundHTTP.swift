@@ -1,8 +1,12 @@
 import AsyncHTTPClient
+import Foundation
+import Instrumentation
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Tracing
 
 /// The process's clients for the services it calls (push services, the LLM): the system's roots plus
 /// `BFF_OUTBOUND_CA_FILE` (tests' local services, an operator's TLS-inspecting proxy), HTTP/2 where
@@ -35,6 +39,47 @@ enum OutboundHTTP {
         // Over HTTP/1.1 an LLM's streamed reply holds its connection for the whole reply: the default
         // of 8 connections per host would queue the ninth learner's turn behind the others.
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 1_024)
-        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration)
+        return HTTPClient(eventLoopGroup: MultiThreadedEventLoopGroup.singleton, configuration: configuration.untraced)
+    }
+}
+
+extension HTTPClient {
+    /// `execute` in a client span named `span` ("revenuecat subscriber"), the request carrying the
+    /// span's W3C `traceparent`. The span ends with the response head: the caller reads the body. It
+    /// records the method, host and status, never the URL (APNs' holds a device token, RevenueCat's
+    /// a user id). The clients' own tracing is off (`untraced`), which would record the URL.
+    func execute(_ request: HTTPClientRequest, deadline: NIODeadline, span name: String) async throws -> HTTPClientResponse {
+        guard Telemetry.isTracing else { return try await execute(request, deadline: deadline) }
+        let attributes: SpanAttributes = [
+            "http.request.method": .string(request.method.rawValue),
+            "server.address": .string(URL(string: request.url)?.host ?? ""),
+        ]
+        return try await Telemetry.span(name, kind: .client, attributes: attributes) { span in
+            var request = request
+            InstrumentationSystem.instrument.inject(span.context, into: &request.headers, using: HTTPHeadersInjector())
+            let response = try await execute(request, deadline: deadline)
+            span.attributes["http.response.status_code"] = Int(response.status.code)
+            if response.status.code >= 500 { span.setStatus(.init(code: .error)) }
+            return response
+        }
+    }
+
+    func execute(_ request: HTTPClientRequest, timeout: TimeAmount, span name: String) async throws -> HTTPClientResponse {
+        try await execute(request, deadline: .now() + timeout, span: name)
+    }
+}
+
+extension HTTPClient.Configuration {
+    /// Without async-http-client's own spans: `execute(_:deadline:span:)` makes them.
+    var untraced: Self {
+        var copy = self
+        copy.tracing.tracer = nil
+        return copy
+    }
+}
+
+private struct HTTPHeadersInjector: Injector {
+    func inject(_ value: String, forKey name: String, into headers: inout HTTPHeaders) {
+        headers.replaceOrAdd(name: name, value: value)
     }
 }

@@ -61,7 +61,7 @@ struct APNsSender: PushSender {
         let body: ByteBuffer
         let headers: HTTPHeaders
         do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
+            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "apns push")
             status = response.status
             headers = response.headers
             body = try await response.body.collect(upTo: 64 * 1024)

@@ -80,7 +80,7 @@ struct FCMSender: PushSender {
         }
         request.body = .bytes(payload)
         do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
+            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "fcm send")
             let body = try await response.body.collect(upTo: 64 * 1024)
             return Self.outcome(status: response.status, headers: response.headers, body: body)
         } catch {
@@ -242,7 +242,7 @@ final class FCMAccessTokens: Sendable {
             request.method = .POST
             request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
             request.body = .bytes(ByteBuffer(string: "grant_type=urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer&assertion=\(assertion)"))
-            let response = try await http.execute(request, timeout: .seconds(10))
+            let response = try await http.execute(request, timeout: .seconds(10), span: "google oauth token")
             let body = try await response.body.collect(upTo: 64 * 1024)
             guard response.status == .ok else {
                 let described = "the OAuth token endpoint answered \(response.status.code)"

@@ -68,7 +68,7 @@ struct NotificationHubsSender: PushSender {
         guard payload.readableBytes <= 4096 else { return .payloadError("the payload is \(payload.readableBytes) bytes, over 4096") }
         request.body = .bytes(payload)
         do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)))
+            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "notification-hubs send")
             _ = try await response.body.collect(upTo: 64 * 1024)
             return Self.outcome(status: response.status, headers: response.headers)
         } catch {

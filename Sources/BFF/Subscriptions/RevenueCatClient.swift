@@ -92,7 +92,7 @@ struct RevenueCatClient: Sendable {
         request.headers.add(name: "Accept", value: "application/json")
         let started = ContinuousClock.now
         do {
-            let response = try await http.execute(request, deadline: .now() + .nanoseconds(timeout.nanoseconds))
+            let response = try await http.execute(request, deadline: .now() + .nanoseconds(timeout.nanoseconds), span: "revenuecat \(operation)")
             let body = try await response.body.collect(upTo: 1 << 20)
             let status = Int(response.status.code)
             Metrics.Timer(label: "bff_revenuecat_seconds", dimensions: [("operation", operation)])

@@ -116,7 +116,7 @@ struct LLMClient: Sendable {
         case .openai: if let key = configuration.apiKey { http.headers.add(name: "Authorization", value: "Bearer \(key)") }
         }
         http.body = .bytes(ByteBuffer(bytes: body(request)))
-        let response = try await self.http.execute(http, deadline: .now() + .nanoseconds(configuration.totalTimeout.nanoseconds))
+        let response = try await self.http.execute(http, deadline: .now() + .nanoseconds(configuration.totalTimeout.nanoseconds), span: "llm chat completion")
         guard response.status == .ok else {
             let text = String(buffer: (try? await response.body.collect(upTo: 65_536)) ?? ByteBuffer())
             throw Self.failure(status: Int(response.status.code), headers: response.headers, body: text)
