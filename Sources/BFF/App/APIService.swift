@@ -32,7 +32,8 @@ struct APIService: APIProtocol {
         subscriptions = dependencies.subscriptionSync.store
         turns = ChatTurn(
             database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.llm,
-            quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), logger: dependencies.logger)
+            quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), drain: dependencies.drain,
+            logger: dependencies.logger)
         purchases = PurchaseVerification(sync: dependencies.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
         inbox = RevenueCatInbox(database: dependencies.database, logger: dependencies.logger)
         accountDeletion = AccountDeletion(

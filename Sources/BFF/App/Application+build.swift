@@ -31,6 +31,8 @@ public struct AppDependencies: Sendable {
     let remoteConfig: RemoteConfigSource
     /// The contract, as `GET /openapi.yaml` serves it; nil when its file cannot be read.
     let openAPIDocument: Data?
+    /// Passed by `bff serve` during a drain, before the grace period ends (`DrainDeadline.Clock`).
+    public let drain = DrainDeadline()
 
     public init(configuration: AppConfiguration, logger: Logger) async throws {
         Observability.bootstrap()

@@ -19,10 +19,13 @@ public enum Commands {
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         dependencies.warnWithoutPushServices()
         let app = try buildApplication(dependencies)
-        // Stopped in reverse order: the exporter outlives the server's drain and sends its spans.
+        // Stopped in reverse order: the drain's clock starts first, the exporter outlives the
+        // server's drain and sends its spans. What still waits on the LLM after 80 % of the grace
+        // is answered then (the jobs' drain uses the same share).
+        let clock = DrainDeadline.Clock(deadline: dependencies.drain, after: configuration.shutdownGrace * 0.8, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
-                services: [telemetry, app].compactMap { $0 },
+                services: [telemetry, app, clock].compactMap { $0 },
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ).withShutdownGrace(configuration.shutdownGrace))

@@ -20,6 +20,8 @@ struct ChatTurn: Sendable {
     let llm: LLMClient?
     /// The plan's features and turns a day.
     let quota: TurnQuota
+    /// When a draining server gives up waiting for the LLM (see `untilDrained`).
+    let drain: DrainDeadline
     let logger: Logger
 
     static let operation = "chatTurn"
@@ -120,7 +122,7 @@ struct ChatTurn: Sendable {
                     TutoringPrompt.messages(context.prompt, history: context.history, message: request.message ?? "", budget: llm.configuration.historyBudget)
                 case .question: TutoringPrompt.question(context.prompt)
                 }
-            let completion = try await llm.complete(LLMRequest(messages: prompt)) { await onDelta($0) }
+            let completion = try await untilDrained { try await llm.complete(LLMRequest(messages: prompt)) { await onDelta($0) } }
             let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
             logger.info(
                 "tutoring turn",
@@ -134,6 +136,24 @@ struct ChatTurn: Sendable {
             throw Self.answer(for: error, logger: logger)
         }
     }
+
+    /// The server stops waiting for the LLM at the drain deadline: a turn still running then would be
+    /// cut off with its connection when the grace period ends. It fails instead, with nothing stored
+    /// and its key given back, so the app's re-send (to another replica) asks again.
+    private func untilDrained(_ call: @escaping @Sendable () async throws -> LLMCompletion) async throws -> LLMCompletion {
+        try await withThrowingTaskGroup(of: LLMCompletion?.self) { group in
+            group.addTask { try await call() }
+            group.addTask {
+                await drain.wait()
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let first = try await group.next(), let completion = first else { throw ShuttingDown() }
+            return completion
+        }
+    }
+
+    struct ShuttingDown: Error {}
 
     /// What the prompt needs, read before the call: the chat's state and history, or a new chat's catalogue entries.
     struct Context: Sendable {
@@ -307,6 +327,11 @@ struct ChatTurn: Sendable {
 
     /// The learner's answer to a failed turn: the LLM's failures as the contract names them.
     static func answer(for error: any Error, logger: Logger) -> any Error {
+        if error is ShuttingDown {
+            logger.notice("tutoring turn ended by the drain deadline; nothing stored")
+            return APIError(
+                .notReady, "This server is shutting down and did not store the turn; send it again.", headers: [.retryAfter: "1"])
+        }
         guard let failure = error as? LLMFailure else { return error }
         switch failure {
         case .unavailable(let reason, let retryAfter):
