@@ -28,12 +28,13 @@ struct AccountDeletion: Sendable {
         let userHash = Data(SHA256.hash(data: salt + Data(userID.uuidString.lowercased().utf8)))
         let (outcome, families) = try await database.run { client in
             try await client.withTransaction(logger: logger) { connection -> (Outcome, [UUID]) in
-                // The login this session began with: a refresh keeps its family, so a stolen refresh
+                // The learner's authentication at the login this session began with (the IdP's
+                // auth_time, else the login itself): a refresh keeps its family, so a stolen refresh
                 // token gets no fresher login than the one it was stolen from.
                 var loggedInAt: Date?
                 for try await at in try await connection.query(
                     """
-                    SELECT created_at FROM refresh_families
+                    SELECT coalesce(auth_time, created_at) FROM refresh_families
                     WHERE id = \(principal.familyID) AND user_id = \(userID) AND revoked_at IS NULL
                     FOR UPDATE
                     """, logger: logger

@@ -6,7 +6,8 @@ extension APIService {
     func authStart(_ input: Operations.AuthStart.Input) async throws -> Operations.AuthStart.Output {
         // `code_challenge_method` is S256 or the generated decoder has refused the request.
         let login = try await auth.start(
-            deviceID: input.query.deviceId, redirectURI: input.query.redirectUri, codeChallenge: input.query.codeChallenge)
+            deviceID: input.query.deviceId, redirectURI: input.query.redirectUri, codeChallenge: input.query.codeChallenge,
+            reauthenticate: input.query.reauthenticate ?? false)
         return .ok(.init(body: .json(.init(authorizationUrl: login.url, state: login.state, expiresAt: login.expiresAt))))
     }
 

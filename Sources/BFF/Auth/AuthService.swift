@@ -33,7 +33,9 @@ struct AuthService: Sendable {
 
     /// API-001: a one-time login holding the server's state and nonce and the app's PKCE challenge
     /// (the app keeps the verifier); the app opens the URL.
-    func start(deviceID: String, redirectURI: String, codeChallenge: String) async throws -> (url: String, state: String, expiresAt: Date) {
+    func start(
+        deviceID: String, redirectURI: String, codeChallenge: String, reauthenticate: Bool = false
+    ) async throws -> (url: String, state: String, expiresAt: Date) {
         guard configuration.oidcRedirectURIs.contains(redirectURI) else {
             throw APIError(.invalidRedirectURI)
         }
@@ -44,7 +46,8 @@ struct AuthService: Sendable {
         let state = SecureRandom.token()
         let login = PendingLogin(nonce: SecureRandom.token(), codeChallenge: codeChallenge, deviceID: deviceID, redirectURI: redirectURI)
         let url = try await mapIdPErrors {
-            try await oidc.authorizationURL(redirectURI: redirectURI, state: state, nonce: login.nonce, codeChallenge: codeChallenge)
+            try await oidc.authorizationURL(
+                redirectURI: redirectURI, state: state, nonce: login.nonce, codeChallenge: codeChallenge, reauthenticate: reauthenticate)
         }
         let expiresAt = try await identity.createLogin(state: state, login: login, lifetime: Self.loginLifetime)
         return (url, state, expiresAt)
@@ -78,7 +81,9 @@ struct AuthService: Sendable {
             email: Self.profileText(claims.email, limit: 320, shorten: false),
             displayName: Self.profileText(claims.name, limit: 200, shorten: true))
         try await signIn(user.id, on: login.deviceID)
-        let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid)
+        // Never later than now: a clock ahead at the IdP must not make a login look fresher than it is.
+        let authTime = claims.authTime.map { min(Date(timeIntervalSince1970: $0), Date()) }
+        let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid, authTime: authTime)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
         return pair(for: refresh, user: user)
     }

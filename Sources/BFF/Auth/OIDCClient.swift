@@ -32,6 +32,14 @@ struct IDTokenClaims: JWTPayload {
     let sid: String?
     /// The authorized party (Core §2): required to be this client when `aud` names others too.
     let azp: String?
+    /// When the learner last authenticated at the IdP (Core §2), in seconds since 1970: older than
+    /// the login when the IdP completed it from a session of its own without asking.
+    let authTime: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case iss, sub, aud, exp, iat, nonce, email, name, sid, azp
+        case authTime = "auth_time"
+    }
 
     func verify(using algorithm: some JWTAlgorithm) throws {}
 }
@@ -181,7 +189,11 @@ final class OIDCClient: Sendable {
     }
 
     /// The authorization request URL of the code flow with PKCE S256.
-    func authorizationURL(redirectURI: String, state: String, nonce: String, codeChallenge: String) async throws -> String {
+    /// With `reauthenticate`, the IdP is asked to authenticate the learner again even in a session of
+    /// its own (Core §3.1.2.1: `prompt=login`, `max_age=0`).
+    func authorizationURL(
+        redirectURI: String, state: String, nonce: String, codeChallenge: String, reauthenticate: Bool = false
+    ) async throws -> String {
         let metadata = try await metadata()
         guard var components = URLComponents(string: metadata.authorizationEndpoint) else {
             throw IdPUnavailable(reason: "authorization endpoint is not a URL")
@@ -197,6 +209,7 @@ final class OIDCClient: Sendable {
                 URLQueryItem(name: "code_challenge", value: codeChallenge),
                 URLQueryItem(name: "code_challenge_method", value: "S256"),
             ]
+            + (reauthenticate ? [URLQueryItem(name: "prompt", value: "login"), URLQueryItem(name: "max_age", value: "0")] : [])
         // '+' is legal in a query but read as a space by form decoders.
         components.percentEncodedQuery = components.percentEncodedQuery?.replacingOccurrences(of: "+", with: "%2B")
         guard let url = components.string else { throw IdPUnavailable(reason: "authorization URL could not be built") }

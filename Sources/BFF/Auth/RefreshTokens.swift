@@ -74,9 +74,10 @@ struct RefreshTokenStore: Sendable {
         derivationKeys.map { key in Base64URL.encode(HMAC<SHA256>.authenticationCode(for: Data(parent.utf8), using: key)) }
     }
 
-    /// Opens a new family (a login on one device) with its first token. Its rotations keep `scopes`.
+    /// Opens a new family (a login on one device) with its first token. Its rotations keep `scopes`;
+    /// `authTime` is the IdP's time of the learner's authentication, when it sent one.
     func startFamily(
-        userID: UUID, deviceID: String, idpSessionID: String?, scopes: [String] = AccessTokens.allScopes
+        userID: UUID, deviceID: String, idpSessionID: String?, scopes: [String] = AccessTokens.allScopes, authTime: Date? = nil
     ) async throws -> IssuedRefreshToken {
         let token = SecureRandom.token()
         let hash = Digest.sha256(token)
@@ -87,8 +88,8 @@ struct RefreshTokenStore: Sendable {
             let rows = try await client.query(
                 """
                 WITH family AS (
-                    INSERT INTO refresh_families (user_id, device_id, idp_sid, scope)
-                    VALUES (\(userID), \(deviceID), \(idpSessionID), \(scope))
+                    INSERT INTO refresh_families (user_id, device_id, idp_sid, scope, auth_time)
+                    VALUES (\(userID), \(deviceID), \(idpSessionID), \(scope), \(authTime))
                     RETURNING id
                 )
                 INSERT INTO refresh_tokens (token_hash, family_id, device_id, issued_at, expires_at)

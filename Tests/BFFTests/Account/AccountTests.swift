@@ -165,6 +165,43 @@ struct AccountTests {
         }
     }
 
+    @Test("the login's time is the IdP's auth_time: a login the IdP completed from an hour-old session is refused; after reauthenticate=true it is accepted")
+    func idpAuthenticationTime() async throws {
+        try await LocalIdP().serve { [database] idp in
+            let app = try await makeTestApp(database: database, environment: ["BFF_OIDC_ISSUER": idp.issuer])
+            try await app.live { client in
+                var claims = TestIDClaims(iss: .init(value: idp.issuer))
+                claims.sub = .init(value: "student-with-idp-session")
+                claims.authTime = Date().addingTimeInterval(-3_600).timeIntervalSince1970
+                let silent = try await idp.signIn(AppLogin(deviceID: "phone-sso-1"), as: claims, with: client)
+                let staleToken = try #require(silent.json["access_token"] as? String)
+                let refused = try await client.execute(uri: "/api/v1/me", method: .delete, headers: [.authorization: "Bearer \(staleToken)"])
+                #expect(refused.status == .forbidden && refused.errorCode == "reauthentication_required", "\(refused.text)")
+                // A refresh of that session gains nothing.
+                let refreshed = try await client.execute(
+                    uri: "/api/v1/auth/refresh", method: .post, headers: [.contentType: "application/json"],
+                    body: ByteBuffer(string: #"{"refresh_token":"\#(try #require(silent.json["refresh_token"] as? String))","device_id":"phone-sso-1"}"#))
+                let refreshedToken = try #require(refreshed.json["access_token"] as? String)
+                #expect(
+                    try await client.execute(uri: "/api/v1/me", method: .delete, headers: [.authorization: "Bearer \(refreshedToken)"]).status == .forbidden)
+
+                // The app asks for a new authentication; the IdP asks the learner and says so.
+                let again = AppLogin(deviceID: "phone-sso-1", reauthenticate: true)
+                let started = try await again.start(with: client)
+                #expect(started.authorizationQuery["prompt"] == "login" && started.authorizationQuery["max_age"] == "0", "\(started.authorizationURL)")
+                #expect(try await AppLogin(deviceID: "phone-sso-1").start(with: client).authorizationQuery["prompt"] == nil)
+                claims.nonce = started.nonce
+                claims.authTime = Date().timeIntervalSince1970
+                let code = "code-" + SecureRandom.token()
+                idp.grant(code: code, challenge: again.challenge, idToken: try await idp.sign(claims))
+                let fresh = try await client.execute(uri: again.callbackURI(code: code, state: started.state), method: .get)
+                let freshToken = try #require(fresh.json["access_token"] as? String)
+                let deleted = try await client.execute(uri: "/api/v1/me", method: .delete, headers: [.authorization: "Bearer \(freshToken)"])
+                #expect(deleted.status == .ok, "\(deleted.text)")
+            }
+        }
+    }
+
     @Test("another server refuses a deleted account's token within its revocation poll, even for reads")
     func otherServerRefuses() async throws {
         let learner = try await Learner.make(database: database)

@@ -10,16 +10,20 @@ struct AppLogin: Sendable {
     static let redirect = "com.example.app:/oauth/callback"
     let deviceID: String
     let verifier: String
+    /// Asks the IdP to authenticate the learner again (`reauthenticate=true`).
+    var reauthenticate = false
 
-    init(deviceID: String, verifier: String = SecureRandom.token()) {
+    init(deviceID: String, verifier: String = SecureRandom.token(), reauthenticate: Bool = false) {
         self.deviceID = deviceID
         self.verifier = verifier
+        self.reauthenticate = reauthenticate
     }
 
     var challenge: String { PKCE.challenge(for: verifier) }
 
     var startURI: String {
         "/api/v1/auth/start?device_id=\(deviceID)&redirect_uri=\(Self.redirect)&code_challenge=\(challenge)&code_challenge_method=S256"
+            + (reauthenticate ? "&reauthenticate=true" : "")
     }
 
     /// The callback as the app sends it.

@@ -168,6 +168,13 @@ struct TestIDClaims: JWTPayload {
     var name: String? = "Student 42"
     var sid: String? = "idp-session-1"
     var azp: String?
+    /// When the learner authenticated (seconds since 1970); nil leaves the claim out.
+    var authTime: Double?
+
+    enum CodingKeys: String, CodingKey {
+        case iss, sub, aud, exp, iat, nonce, email, name, sid, azp
+        case authTime = "auth_time"
+    }
 
     func verify(using algorithm: some JWTAlgorithm) throws {}
 }
