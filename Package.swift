@@ -96,8 +96,8 @@ let package = Package(
             ]
         ),
         // Local stand-ins for the services the BFF calls (APNs, FCM, Notification Hubs, an OpenAI-compatible
-        // LLM in both dialects, RevenueCat) that speak their protocols and check what they receive: the tests' servers,
-        // the benchmark's and scripts/dev's (push-stand-in, llm-stand-in, revenuecat-stand-in).
+        // LLM in both dialects, RevenueCat, an OTLP collector) that speak their protocols and check what they receive: the
+        // tests' servers, the benchmark's and scripts/dev's (push-stand-in, llm-stand-in, revenuecat-stand-in, otlp-stand-in).
         .target(
             name: "StandIns",
             dependencies: [
@@ -120,6 +120,15 @@ let package = Package(
         .executableTarget(
             name: "push-stand-in",
             dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
+        ),
+        .executableTarget(
+            name: "otlp-stand-in",
+            dependencies: [
+                "StandIns",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ]
         ),
         .executableTarget(
             name: "revenuecat-stand-in",
