@@ -23,10 +23,7 @@ struct TracingTests {
                     ])
                 let server = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
                 defer { server.stop() }
-                #expect(
-                    try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                        (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
-                    })
+                #expect(try await server.becomesReady())
 
                 // The app's own span, as a client instrumented with OpenTelemetry sends it.
                 let traceID = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
@@ -112,10 +109,7 @@ struct TracingTests {
                 ])
             let server = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
             defer { server.stop() }
-            #expect(
-                try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                    (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
-                })
+            #expect(try await server.becomesReady())
             // Requests go on, each as quick as ever, while exports are refused, garbled and dropped.
             var slowest = Duration.zero
             var statuses: Set<UInt> = []

@@ -34,10 +34,7 @@ struct ReplicaTests {
                 let worker = try BFFProcess(["jobs", "work"], environment: environment.merging(["BFF_JOBS_CONCURRENCY": "4"]) { $1 })
                 defer { worker.stop() }
                 for server in [a, b] {
-                    #expect(
-                        try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                            (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
-                        })
+                    #expect(try await server.becomesReady())
                 }
 
                 // A login started on A and finished on B.
@@ -133,10 +130,7 @@ struct ReplicaTests {
         let b = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
         defer { b.stop() }
         for server in [a, b] {
-            #expect(
-                try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                    (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
-                })
+            #expect(try await server.becomesReady())
         }
         // Each request on a connection of its own: one the server stopped accepting is refused, never half-served.
         @Sendable func once(_ server: BFFProcess) async -> String {

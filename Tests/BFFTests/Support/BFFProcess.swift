@@ -58,6 +58,13 @@ extension BFFProcess {
         return (response.status.code, (try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any]) ?? [:])
     }
 
+    /// Whether `/readyz` answers 200 within 30 seconds (the start-up of a process under a loaded test run).
+    func becomesReady() async throws -> Bool {
+        try await eventually(within: .seconds(30), every: .milliseconds(100)) {
+            (try? await Self.send(.GET, "\(base)/readyz"))?.status == 200
+        }
+    }
+
     /// The JSON lines the process has logged so far.
     func logLines() -> [[String: Any]] {
         let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""

@@ -28,10 +28,7 @@ struct TurnDrainTests {
                 ])
             let server = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
             defer { server.stop() }
-            #expect(
-                try await eventually(within: .seconds(30), every: .milliseconds(100)) {
-                    (try? await BFFProcess.send(.GET, "\(server.base)/readyz"))?.status == 200
-                })
+            #expect(try await server.becomesReady())
             let first = try await BFFProcess.send(.POST, "\(server.base)/api/v1/chat", token: learner.accessToken, json: #"{"message": "光合成とは？"}"#)
             #expect(first.status == 200)
             let chatID = try #require(first.body["chat_id"] as? String)
