@@ -23,7 +23,7 @@ extension Commands {
             let group = ServiceGroup(
                 configuration: .init(
                     // Stopped in reverse order: the exporter sends the spans of the last jobs.
-                    services: telemetry.map { [.init(service: $0)] } ?? []
+                    services: (telemetry.map { [.init(service: $0)] } ?? [])
                         + [.init(service: AppJobs(dependencies).worker(dependencies), successTerminationBehavior: .gracefullyShutdownGroup)],
                     gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: logger

@@ -16,8 +16,6 @@ public final class DrainDeadline: Sendable {
 
     public init() {}
 
-    var hasPassed: Bool { state.withLockedValue { $0.passed } }
-
     /// Returns once the deadline has passed, or when the task is cancelled.
     func wait() async {
         let id = UUID()

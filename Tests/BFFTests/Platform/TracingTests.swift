@@ -21,8 +21,11 @@ struct TracingTests {
                         "BFF_LLM_BASE_URL": "\(llmBase)/v1", "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model,
                         "OTEL_EXPORTER_OTLP_ENDPOINT": collectorBase, "OTEL_BSP_SCHEDULE_DELAY": "100",
                     ])
-                let server = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
+                // The jobs run in a worker process of their own, traced as well.
+                let server = try BFFProcess(["serve"], environment: environment.merging(["BFF_JOBS_CONCURRENCY": "0"]) { $1 }, port: try await BFFProcess.freePort())
                 defer { server.stop() }
+                let worker = try BFFProcess(["jobs", "work"], environment: environment.merging(["BFF_JOBS_CONCURRENCY": "2"]) { $1 })
+                defer { worker.stop() }
                 #expect(try await server.becomesReady())
 
                 // The app's own span, as a client instrumented with OpenTelemetry sends it.
@@ -69,7 +72,7 @@ struct TracingTests {
                 let turnCall = try #require(llm.received.withLockedValue { $0.first { $0.responseFormat == nil } })
                 #expect(turnCall.traceparent == "00-\(traceID)-\(llmSpan.spanID)-01")
 
-                // The tag job afterwards: a trace of its own, rooted in the job's consumer span.
+                // The tag job afterwards, on the worker: a trace of its own, rooted in the job's consumer span.
                 let job = try #require(spans.first { $0.name == "job tags.extract" })
                 #expect(job.kind == 5 && job.parentSpanID == nil && job.attributes["bff.job.attempt"] == "1")
                 #expect(spans.contains { $0.traceID == job.traceID && $0.name == "llm chat completion" && descends($0, from: job) })
