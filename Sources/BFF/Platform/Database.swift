@@ -119,9 +119,9 @@ public struct Database: Sendable {
 
     /// "postgresql ChatRepository.page" for `page(…)` in ChatRepository.swift.
     static func spanName(function: String, fileID: String) -> String {
-        let file = fileID.split(separator: "/").last.map { $0.replacingOccurrences(of: ".swift", with: "") } ?? fileID
-        let name = function.prefix { $0 != "(" }
-        return "postgresql \(file).\(name)"
+        let file = fileID.split(separator: "/").last ?? Substring(fileID)
+        let type = file.hasSuffix(".swift") ? file.dropLast(6) : file
+        return "postgresql \(type).\(function.prefix { $0 != "(" })"
     }
 
     private func run<Result: Sendable>(

@@ -26,9 +26,12 @@ struct RequestTracingMiddleware: RouterMiddleware {
             }
             let route = context.endpointPath ?? "unmatched"
             span.operationName = "\(method) \(route)"
-            span.attributes["http.route"] = route
-            span.attributes["http.response.status_code"] = Int(response.status.code)
-            if let requestID = response.headers[.requestID] { span.attributes["bff.request_id"] = requestID }
+            // One update: each assignment to an OTel span's attributes takes its lock.
+            span.updateAttributes { attributes in
+                attributes["http.route"] = route
+                attributes["http.response.status_code"] = Int(response.status.code)
+                if let requestID = response.headers[.requestID] { attributes["bff.request_id"] = requestID }
+            }
             if response.status.code >= 500 { span.setStatus(.init(code: .error)) }
             guard response.body.contentLength == nil else {
                 span.end()

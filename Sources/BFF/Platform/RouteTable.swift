@@ -11,8 +11,20 @@ struct RouteTable: Sendable {
     /// The path as the router matches it. The router skips empty segments, so `//api/v1//auth/start/`
     /// reaches the same handler as `/api/v1/auth/start`, and a middleware must treat it alike.
     static func routedPath(_ path: String) -> String {
-        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") || path.contains("//") else { return path }
+        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") || hasEmptySegment(path) else { return path }
         return "/" + path.split(separator: "/").joined(separator: "/")
+    }
+
+    /// Whether two slashes follow each other, read byte by byte: `String.contains("//")` resolves to
+    /// Foundation's `range(of:)`, which on the chat list (three calls a request) took 0.8 % of the
+    /// server's CPU in `perf`.
+    private static func hasEmptySegment(_ path: String) -> Bool {
+        var previous: UInt8 = 0
+        for byte in path.utf8 {
+            if byte == UInt8(ascii: "/"), previous == byte { return true }
+            previous = byte
+        }
+        return false
     }
 
     mutating func add(path: String, method: HTTPRequest.Method) {
