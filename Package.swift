@@ -115,7 +115,7 @@ let package = Package(
         ),
         .executableTarget(
             name: "llm-stand-in",
-            dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["StandIns"]
         ),
         .executableTarget(
             name: "push-stand-in",
@@ -126,7 +126,6 @@ let package = Package(
             dependencies: [
                 "StandIns",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),
@@ -135,7 +134,6 @@ let package = Package(
             dependencies: [
                 "StandIns",
                 .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
             ]
         ),

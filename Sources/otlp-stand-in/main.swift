@@ -8,24 +8,13 @@
 //   GET /_control/stats   {"exports": N, "spans": N, "refused": N}
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
 import StandIns
 
-func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-
+let program = StandInProgram("otlp-stand-in")
 let usage = "otlp-stand-in --port P"
-let values = StandInOptions(usage: usage)
-guard let port = Int(values.required("port", usage: usage)) else {
-    write("otlp-stand-in: --port must be a number")
-    exit(2)
-}
+let port = program.port(StandInOptions(usage: usage), usage: usage)
 let collector = LocalOTLPCollector(keepSpans: false)
-let logger = {
-    var logger = Logger(label: "otlp-stand-in")
-    logger.logLevel = .warning
-    return logger
-}()
 
 let router = collector.router
 router.get("/_control/stats") { _, _ -> Response in
@@ -38,18 +27,4 @@ router.get("/_control/stats") { _, _ -> Response in
         body: .init(byteBuffer: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: stats))))
 }
 
-do {
-    try await serveHTTP1(router, port: port, logger: logger) { base in
-        write("otlp-stand-in: \(base)/v1/traces")
-        var reported = 0
-        while true {
-            try await Task.sleep(for: .seconds(1))
-            let violations = collector.violations.withLockedValue { $0 }
-            for violation in violations.dropFirst(reported) { write("otlp-stand-in: refused an export: \(violation)") }
-            reported = violations.count
-        }
-    }
-} catch {
-    write("otlp-stand-in: \(error)")
-    exit(1)
-}
+await program.serve(router, port: port, banner: { "\($0)/v1/traces" }, violations: collector.violations, what: "an export")

@@ -14,26 +14,16 @@
 //   GET /_control/calls                    {app_user_id: [unix times of GET /subscribers calls]}
 import Foundation
 import Hummingbird
-import Logging
 import NIOCore
 import StandIns
 
-func write(_ line: String) { FileHandle.standardError.write(Data((line + "\n").utf8)) }
-
+let program = StandInProgram("revenuecat-stand-in")
 let usage = "revenuecat-stand-in --port P [--api-key K] [--latency-ms N] [--product ID]"
 let values = StandInOptions(usage: usage)
-guard let port = Int(values.required("port", usage: usage)) else {
-    write("revenuecat-stand-in: --port must be a number")
-    exit(2)
-}
+let port = program.port(values, usage: usage)
 let revenueCat = LocalRevenueCat(
     apiKey: values["api-key"] ?? "sk_local_revenuecat", latency: .milliseconds(values.int("latency-ms", default: 0)),
     acceptAnyReceipt: (values["product"] ?? "com.example.learn.pro.monthly", "ios"))
-let logger = {
-    var logger = Logger(label: "revenuecat-stand-in")
-    logger.logLevel = .warning
-    return logger
-}()
 
 struct Control: Decodable {
     let product_id: String
@@ -65,18 +55,4 @@ router.get("/_control/calls") { _, _ -> Response in
         body: .init(byteBuffer: ByteBuffer(bytes: try JSONSerialization.data(withJSONObject: times))))
 }
 
-do {
-    try await serveHTTP1(router, port: port, logger: logger) { base in
-        write("revenuecat-stand-in: \(base)/v1 (key \(revenueCat.apiKey))")
-        while true {
-            try await Task.sleep(for: .seconds(1))
-            for violation in revenueCat.violations.withLockedValue({ violations in
-                defer { violations = [] }
-                return violations
-            }) { write("revenuecat-stand-in: refused a request: \(violation)") }
-        }
-    }
-} catch {
-    write("revenuecat-stand-in: \(error)")
-    exit(1)
-}
+await program.serve(router, port: port, banner: { "\($0)/v1 (key \(revenueCat.apiKey))" }, violations: revenueCat.violations)
