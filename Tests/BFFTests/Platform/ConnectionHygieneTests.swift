@@ -75,25 +75,15 @@ struct ConnectionHygieneTests {
     @Test("at BFF_HTTP_MAX_CONNECTIONS `bff serve` accepts no more until one closes, says so, and serves again after")
     func connectionCap() async throws {
         // The real binary: HummingbirdTesting's live server drops the connection delegate.
-        let binary = TestEnvironment.repository.appendingPathComponent(".build/debug/bff").path
-        try #require(FileManager.default.isExecutableFile(atPath: binary), "build bff first (scripts/test does)")
-        let probe = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton).bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(probe.localAddress?.port)
-        try await probe.close()
-        let log = FileManager.default.temporaryDirectory.appendingPathComponent("cap-\(UUID().uuidString).log")
-        _ = FileManager.default.createFile(atPath: log.path, contents: nil)
-        let server = Process()
-        server.executableURL = URL(fileURLWithPath: binary)
-        server.arguments = ["serve"]
-        server.environment = TestEnvironment.serverEnvironment(
-            database: database,
-            ["BFF_HTTP_PORT": String(port), "BFF_LOG_LEVEL": "warning", "BFF_HTTP_IDLE_TIMEOUT": "2", "BFF_HTTP_MAX_CONNECTIONS": "64", "BFF_JOBS_CONCURRENCY": "0"]
-        ).merging(["PATH": ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin"]) { $1 }
-        server.standardOutput = try FileHandle(forWritingTo: log)
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer { if server.isRunning { server.terminate() } }
-        #expect(try await eventually(within: .seconds(20), every: .milliseconds(100)) { (try? await status(port: port, "/readyz")) == 200 })
+        let server = try BFFProcess(
+            ["serve"],
+            environment: TestEnvironment.serverEnvironment(
+                database: database,
+                ["BFF_LOG_LEVEL": "warning", "BFF_HTTP_IDLE_TIMEOUT": "2", "BFF_HTTP_MAX_CONNECTIONS": "64", "BFF_JOBS_CONCURRENCY": "0"]),
+            port: try await BFFProcess.freePort())
+        defer { server.stop() }
+        let (port, log) = (server.port, server.log)
+        #expect(try await server.becomesReady())
 
         // Over the cap: the rest wait in the listen backlog, not in the server.
         let stuck = try await halfOpen(100, port: port)
