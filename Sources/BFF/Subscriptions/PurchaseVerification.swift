@@ -37,7 +37,7 @@ struct PurchaseVerification: Sendable {
             // RevenueCat holds the purchase now: a re-sync stores it even if the app never retries.
             try? await store.database.run { client in
                 try await client.withConnection { connection in
-                    try await SubscriptionSync.request(userID: userID, reason: .verify, on: connection, logger: logger)
+                    try await SubscriptionSync.request([userID], reason: .verify, on: connection, logger: logger)
                 }
             }
             throw answer(for: failure)

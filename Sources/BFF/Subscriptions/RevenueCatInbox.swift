@@ -28,15 +28,13 @@ struct RevenueCatInbox: Sendable {
     /// kept (a repeat changes nothing).
     ///
     /// One statement, in one round trip (RevenueCat waits for the answer, and webhooks come in
-    /// bursts): the users named, the inbox row, and each user's re-sync coalesced as
-    /// `SubscriptionSync.request` does it: the window's job unless it is still waiting, the next
-    /// window's when it has already started.
+    /// bursts): the users named, the inbox row, and each user's re-sync, coalesced by the stored
+    /// function `SubscriptionSync.request` calls too (`bff_request_subscription_syncs`).
     func receive(_ event: Event, now: Date = Date()) async throws -> Bool {
         // RevenueCat's ids map to users only through the user's own id, which the app logs in with;
         // aliases and anonymous ids name no user here.
         let candidates = Array(Set(event.appUserIDs.compactMap { UUID(uuidString: $0) }))
-        let window = Int64((now.timeIntervalSince1970 / SubscriptionSync.window).rounded(.down))
-        let nextWindow = Date(timeIntervalSince1970: Double(window + 1) * SubscriptionSync.window)
+        let window = SubscriptionSync.windowNumber(at: now)
         return try await database.run { client in
             for try await stored in try await client.query(
                 """
@@ -49,20 +47,12 @@ struct RevenueCatInbox: Sendable {
                     FROM named
                     ON CONFLICT (event_id) DO NOTHING
                     RETURNING pending_users
-                ), wanted AS (
-                    SELECT p.u, j.state FROM stored, unnest(stored.pending_users) AS p(u)
-                    LEFT JOIN jobs j ON j.kind = \(SubscriptionSync.kind) AND j.unique_key = 'sync:' || p.u::text || ':' || \(window)::text
-                ), queued AS (
-                    INSERT INTO jobs (kind, args, user_id, unique_key, run_at)
-                    SELECT \(SubscriptionSync.kind), jsonb_build_object('user_id', u, 'reason', 'webhook'), u,
-                           'sync:' || u::text || ':' || (CASE WHEN state IS NULL THEN \(window) ELSE \(window) + 1 END)::text,
-                           CASE WHEN state IS NULL THEN now() ELSE \(nextWindow) END
-                    FROM wanted WHERE state IS DISTINCT FROM 'available'
-                    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-                    RETURNING 1
                 )
                 SELECT EXISTS (SELECT 1 FROM stored),
-                       (SELECT count(*) FROM (SELECT pg_notify(\(JobQueue.channel), \(SubscriptionSync.kind)) FROM queued LIMIT 1) n) >= 0
+                       (SELECT bff_request_subscription_syncs(
+                            pending_users, \(SubscriptionSync.Reason.webhook.rawValue), \(window), \(SubscriptionSync.window),
+                            \(SubscriptionSync.kind), \(JobQueue.channel))
+                        FROM stored) IS NOT NULL
                 """, logger: logger
             ).decode((Bool, Bool).self) { return stored.0 }
             return false

@@ -55,25 +55,21 @@ struct SubscriptionSync: Sendable {
 
     var configuration: SubscriptionConfiguration { store.configuration }
 
-    /// Asks for a sync of `userID` inside the caller's transaction, coalesced: one job per user and
-    /// 10-second window. While the window's job has not started, it will read RevenueCat after this
-    /// call and covers it; once started, the next window's job is asked for instead.
-    static func request(userID: UUID, reason: Reason, on connection: PostgresConnection, logger: Logger, now: Date = Date()) async throws {
-        let current = Int64((now.timeIntervalSince1970 / window).rounded(.down))
-        let args = Args(userID: userID, reason: reason)
-        let user = userID.uuidString.lowercased()
-        if try await JobQueue.enqueue(kind, args, options: .init(userID: userID, uniqueKey: "sync:\(user):\(current)"), on: connection, logger: logger) {
-            return
-        }
-        var waiting = false
-        for try await state in try await connection.query(
-            "SELECT state FROM jobs WHERE kind = \(kind) AND unique_key = \("sync:\(user):\(current)")", logger: logger
-        ).decode(String.self) { waiting = state == "available" }
-        guard !waiting else { return }
-        let next = current + 1
-        try await JobQueue.enqueue(
-            kind, args, options: .init(userID: userID, uniqueKey: "sync:\(user):\(next)", runAt: Date(timeIntervalSince1970: Double(next) * window)),
-            on: connection, logger: logger)
+    /// Asks for syncs of `userIDs` on the caller's connection (inside its transaction, if any),
+    /// coalesced by `bff_request_subscription_syncs`, which the webhook's statement calls too: one
+    /// job per user and 10-second window. While the window's job has not started, it will read
+    /// RevenueCat after this call and covers it; once started, the next window's job is asked for.
+    static func request(_ userIDs: [UUID], reason: Reason, on connection: PostgresConnection, logger: Logger, now: Date = Date()) async throws {
+        guard !userIDs.isEmpty else { return }
+        _ = try await connection.query(
+            """
+            SELECT bff_request_subscription_syncs(\(userIDs), \(reason.rawValue), \(windowNumber(at: now)), \(window), \(kind), \(JobQueue.channel))
+            """, logger: logger)
+    }
+
+    /// The number of the window `date` falls in.
+    static func windowNumber(at date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 / window).rounded(.down))
     }
 
     var handlers: [JobHandler] {
@@ -213,7 +209,7 @@ struct SubscriptionSync: Sendable {
     func expire() async throws {
         try await store.database.run { client in
             try await client.withTransaction(logger: logger) { connection in
-                var users: [(UUID, Reason)] = []
+                var expiring: [UUID] = []
                 for try await user in try await connection.query(
                     """
                     SELECT user_id FROM entitlements
@@ -221,12 +217,12 @@ struct SubscriptionSync: Sendable {
                       AND access_until > now() - interval '1 day' AND snapshot_at < access_until
                     LIMIT 10000
                     """, logger: logger
-                ).decode(UUID.self) { users.append((user, .expiry)) }
-                for user in try await Self.settleInbox(client, logger: logger) { users.append((user, .inbox)) }
-                for (user, reason) in users {
-                    try await Self.request(userID: user, reason: reason, on: connection, logger: logger)
-                }
-                if !users.isEmpty { logger.info("subscription re-syncs asked for", metadata: ["users": .stringConvertible(users.count)]) }
+                ).decode(UUID.self) { expiring.append(user) }
+                let waiting = try await Self.settleInbox(client, logger: logger)
+                try await Self.request(expiring, reason: .expiry, on: connection, logger: logger)
+                try await Self.request(waiting, reason: .inbox, on: connection, logger: logger)
+                let count = expiring.count + waiting.count
+                if count > 0 { logger.info("subscription re-syncs asked for", metadata: ["users": .stringConvertible(count)]) }
             }
         }
         try await store.database.deleteInBatches(from: "revenuecat_events", where: "processed_at < now() - interval '30 days'")
