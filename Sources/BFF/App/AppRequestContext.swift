@@ -17,6 +17,8 @@ public struct AppRequestContext: RequestContext {
     /// Whether the request's `Accept` names `text/event-stream` itself. The generated input cannot
     /// tell: without an `Accept` header it lists every content type the operation offers.
     public var acceptsEventStream = false
+    /// The app's `X-Client`, read once by `ServiceGateMiddleware`; nil when absent or unreadable.
+    var client: ClientIdentity?
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

@@ -72,13 +72,13 @@ final class DeviceSightings: Sendable {
     }
 }
 
-/// Hands each request's `X-Client` to `DeviceSightings`, once authentication knows whose device it is.
+/// Hands each request's `X-Client` (read by `ServiceGateMiddleware`) to `DeviceSightings`, once authentication knows whose device it is.
 struct ClientIdentityMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let sightings: DeviceSightings
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        if let client = ClientIdentity(header: request.headers[ServiceGateMiddleware.clientHeader]) {
+        if let client = context.client {
             if case .authenticated(let principal) = context.authentication {
                 sightings.saw(client, principal: principal)
             } else {

@@ -18,6 +18,8 @@ struct ServiceGateMiddleware: RouterMiddleware {
     static let clientHeader = HTTPField.Name("X-Client")!
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        var context = context
+        context.client = ClientIdentity(header: request.headers[Self.clientHeader])
         let path = RouteTable.routedPath(request.uri.path)
         guard path.hasPrefix("/api/v1/"), !Self.alwaysOpen.contains(path) else { return try await next(request, context) }
         let remote = config.current()
@@ -28,7 +30,7 @@ struct ServiceGateMiddleware: RouterMiddleware {
         }
         // An unreadable or absent X-Client is served: the web sends none, and a broken header must
         // not lock an app out. Only a version known to be too old is refused.
-        if !path.hasPrefix("/api/v1/auth/"), let client = ClientIdentity(header: request.headers[Self.clientHeader]),
+        if !path.hasPrefix("/api/v1/auth/"), let client = context.client,
             let platform = client.platform, let version = client.version, let minimum = remote.platforms[platform]?.minSupported, version < minimum
         {
             throw APIError(.upgradeRequired, "Version \(version) is no longer supported; update to \(minimum) or later from the store.")
