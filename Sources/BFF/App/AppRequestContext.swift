@@ -9,6 +9,13 @@ public struct AppRequestContext: RequestContext {
     public var requestID: String
     /// The peer's address; see `ClientAddress` for proxies.
     public let remoteAddress: SocketAddress?
+    /// The connection, to stop reading from it when the answer is given before the body was read.
+    let channel: any Channel
+    /// The operation the router matched and its policy (`OperationResolutionMiddleware`); nil for a
+    /// request no operation takes, which is refused before any policy step.
+    var operation: Operation?
+    /// Set for a request with a body: whether the body has been read (`UnreadBodyMiddleware`).
+    var bodyRead: BodyReadMark?
     /// Set by `AuthenticationMiddleware`; read by the operations through `Authorization`.
     public var authentication: Authentication = .anonymous
     /// The `Idempotency-Key` as sent: the generated code percent-decodes header values, which
@@ -24,8 +31,28 @@ public struct AppRequestContext: RequestContext {
         coreContext = .init(source: source)
         requestID = ""
         remoteAddress = source.channel.remoteAddress
+        channel = source.channel
     }
 
     /// Generated OpenAPI handlers receive no context argument; the middleware publishes it here.
     @TaskLocal public static var current: AppRequestContext?
+
+    /// The learner the request acts for. `AuthenticationMiddleware` has already refused a request
+    /// for a protected operation without a valid token carrying the operation's scopes; this
+    /// refuses again, never trusting that a handler is reached only through it.
+    func principal() throws -> Principal {
+        // A handler of an operation that takes no AppJWT asking for one is a bug, not the client's fault.
+        guard let operation, !operation.policy.scopes.isEmpty else { throw APIError.internalError }
+        guard case .authenticated(let principal) = authentication else { throw authentication.refusal ?? APIError.invalidToken() }
+        if let missing = operation.policy.scopes.first(where: { !principal.has(scope: $0.rawValue) }) {
+            throw APIError.insufficientScope([missing])
+        }
+        return principal
+    }
+
+    /// `principal()` of the request a generated handler runs for.
+    static func principal() throws -> Principal {
+        guard let current else { throw APIError.invalidToken() }
+        return try current.principal()
+    }
 }

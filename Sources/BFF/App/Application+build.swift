@@ -102,10 +102,10 @@ public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput)
 /// Builds the HTTP application around `buildRouter`: the server (TLS when configured), the
 /// database pools and the housekeeping and revocation services. The server refuses to start on a
 /// schema behind this build, or when it cannot read the revoked sessions.
-/// `extraRoutes` lets an embedding program (and the tests) add routes behind the same middleware.
-public func buildApplication(
+/// `extraRoutes` lets the tests add routes behind the same middleware, each with its operation.
+func buildApplication(
     _ dependencies: AppDependencies,
-    extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
+    extraRoutes: [(operation: Operation, register: (Router<AppRequestContext>) -> Void)] = []
 ) throws -> some ApplicationProtocol {
     let configuration = dependencies.configuration
     let router = try buildRouter(dependencies, extraRoutes: extraRoutes)
@@ -147,48 +147,47 @@ public func buildApplication(
     return app
 }
 
-/// The routes and their middleware, in the order of a request's life: the generated operations,
-/// the chat list served natively, 405s for known paths, and `/metrics`.
+/// The routes and their middleware, in the order of a request's life. The first step resolves the
+/// operation the router matched and puts its policy on the context (`OperationTable`); every later
+/// step reads that policy, none reads the path. Only the steps that treat every request alike come
+/// before a request no operation takes is refused (404/405).
 func buildRouter(
     _ dependencies: AppDependencies,
-    extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
+    extraRoutes: [(operation: Operation, register: (Router<AppRequestContext>) -> Void)] = []
 ) throws -> Router<AppRequestContext> {
     let configuration = dependencies.configuration
     let router = Router(context: AppRequestContext.self)
     let clientAddress = ClientAddress(trustedProxies: configuration.trustedProxies)
-    router.add(middleware: RequestTracingMiddleware())
+    let routes = RouteTableBox()
+    router.add(middleware: OperationResolutionMiddleware(operations: OperationIndex(OperationTable.all + extraRoutes.map(\.operation))))
+    router.add(middleware: RequestTracingMiddleware(trustIncoming: configuration.traceTrustIncoming))
     router.add(middleware: RequestIDMiddleware())
     router.add(middleware: RequestMetricsMiddleware())
     router.add(middleware: UntrustedForwardingWarning(clientAddress: clientAddress, logger: dependencies.logger))
     router.add(middleware: CORSMiddleware(allowedOrigins: configuration.corsOrigins))
-    router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit))
+    router.add(middleware: UnreadBodyMiddleware())
     router.add(middleware: ErrorMiddleware())
-    router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
-    if let docs = configuration.apiDocsDirectory {
-        router.add(middleware: FileMiddleware(docs, urlBasePath: "/docs", searchForIndexHtml: true, logger: dependencies.logger))
-    }
-    let routes = RouteTableBox()
+    router.add(middleware: UnroutedRefusalMiddleware(routes: routes))
     if configuration.tlsCertificatePath != nil {
         router.add(middleware: HSTSMiddleware())
     }
-    let limiter = RateLimiter(database: dependencies.database)
-    router.add(
-        middleware: RateLimitMiddleware.authPerAddress(
-            limiter: limiter, rate: configuration.authRateLimit, clientAddress: clientAddress))
-    router.add(middleware: RateLimitMiddleware.loginPerDevice(limiter: limiter, rate: configuration.authDeviceRateLimit))
-    router.add(middleware: MethodNotAllowedMiddleware(routes: routes))
+    router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
     router.add(middleware: UnescapedHeadersMiddleware())
     router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.subscriptions.webhookAuthorization))
     router.add(
         middleware: AuthenticationMiddleware(
-            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, routes: routes,
-            allowedOrigins: configuration.corsOrigins))
-    router.add(middleware: ClientIdentityMiddleware(sightings: DeviceSightings(database: dependencies.database, logger: dependencies.logger)))
+            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins))
     router.add(middleware: AcceptMiddleware())
+    router.add(
+        middleware: RateLimitMiddleware(
+            limiter: RateLimiter(database: dependencies.database), loginPerAddress: configuration.authRateLimit,
+            loginPerDevice: configuration.authDeviceRateLimit, clientAddress: clientAddress))
+    router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit, readTimeout: configuration.bodyReadTimeout, logger: dependencies.logger))
+    router.add(middleware: ClientIdentityMiddleware(sightings: DeviceSightings(database: dependencies.database, logger: dependencies.logger)))
     router.add(middleware: OpenAPIContextMiddleware())
 
     let registry = Observability.registry
-    router.get("/metrics") { _, _ -> Response in
+    router.get(RouterPath(OperationTable.operation(id: "getMetrics")!.path)) { _, _ -> Response in
         var buffer: [UInt8] = []
         buffer.reserveCapacity(16 * 1024)
         registry.emit(into: &buffer)
@@ -196,14 +195,24 @@ func buildRouter(
             status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
             body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
     }
+    // The API reference: its two routes answer 404, which FileMiddleware turns into the file asked
+    // for when BFF_API_DOCS_DIR holds it (it takes Hummingbird's HTTPError only).
+    let reference = router.group(RouterPath(OperationTable.apiReferencePath))
+    if let docs = configuration.apiDocsDirectory {
+        reference.add(
+            middleware: FileMiddleware(docs, urlBasePath: OperationTable.apiReferencePath, searchForIndexHtml: true, logger: dependencies.logger))
+    }
+    reference.get("") { _, _ -> Response in throw HTTPError(.notFound) }
+    reference.get("**") { _, _ -> Response in throw HTTPError(.notFound) }
 
-    extraRoutes(router)
+    for route in extraRoutes { route.register(router) }
     ChatListRoute(chats: dependencies.chats).register(on: router)
     AccountExport(database: dependencies.database, logger: dependencies.logger).register(on: router)
+    let transport = RecordingTransport(
+        router: router, routes: routes,
+        servedNatively: [(ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path)])
     try APIService(dependencies: dependencies).registerHandlers(
-        on: RecordingTransport(
-            router: router, routes: routes,
-            servedNatively: [(ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path)]),
-        configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
+        on: transport, configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
+    try transport.requireEveryOperation()
     return router
 }

@@ -6,22 +6,18 @@ import Hummingbird
 /// maintenance mode (503 `maintenance` with `Retry-After`) and the forced update (426
 /// `upgrade_required` for an app below its platform's minimum). Revocations and purchases are never
 /// turned away, nor the probes, the metrics, the contract and the configuration the app reads to
-/// learn why; a login may always finish, so the update applies from the next call.
+/// learn why; a login may always finish, so the update applies from the next call. What each
+/// operation is open to is its policy's `gate` (`OperationTable`).
 struct ServiceGateMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let config: RemoteConfigSource
 
-    /// Open in maintenance and to old apps.
-    static let alwaysOpen: Set<String> = [
-        "/healthz", "/readyz", "/metrics", "/openapi.yaml", "/api/v1/app-config", "/api/v1/auth/backchannel-logout", RevenueCatInbox.path,
-    ]
     static let clientHeader = HTTPField.Name("X-Client")!
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
         context.client = ClientIdentity(header: request.headers[Self.clientHeader])
-        let path = RouteTable.routedPath(request.uri.path)
-        guard path.hasPrefix("/api/v1/"), !Self.alwaysOpen.contains(path) else { return try await next(request, context) }
+        guard let gate = context.operation?.policy.gate, gate != .open else { return try await next(request, context) }
         let remote = config.current()
         let now = Date()
         if remote.maintenance.isOn(at: now) {
@@ -30,7 +26,7 @@ struct ServiceGateMiddleware: RouterMiddleware {
         }
         // An unreadable or absent X-Client is served: the web sends none, and a broken header must
         // not lock an app out. Only a version known to be too old is refused.
-        if !path.hasPrefix("/api/v1/auth/"), let client = context.client,
+        if gate == .all, let client = context.client,
             let platform = client.platform, let version = client.version, let minimum = remote.platforms[platform]?.minSupported, version < minimum
         {
             throw APIError(.upgradeRequired, "Version \(version) is no longer supported; update to \(minimum) or later from the store.")

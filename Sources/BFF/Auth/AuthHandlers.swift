@@ -24,7 +24,7 @@ extension APIService {
     }
 
     func authLogout(_ input: Operations.AuthLogout.Input) async throws -> Operations.AuthLogout.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         try await auth.logout(principal)
         return .noContent(.init())
     }
@@ -36,7 +36,7 @@ extension APIService {
     }
 
     func getMe(_ input: Operations.GetMe.Input) async throws -> Operations.GetMe.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         guard let user = try await auth.identity.user(id: principal.userID) else {
             throw APIError.invalidToken("The account of this token no longer exists.")
         }
@@ -50,7 +50,7 @@ extension APIService {
     }
 
     func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         let devices = try await auth.identity.devices(userID: principal.userID)
         return .ok(
             .init(
@@ -64,7 +64,7 @@ extension APIService {
     }
 
     func deleteDevice(_ input: Operations.DeleteDevice.Input) async throws -> Operations.DeleteDevice.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         let deviceID = input.path.deviceId
         try AuthService.requireDeviceID(deviceID)
         guard try await auth.reportLost(deviceID: deviceID, of: principal.userID) else { throw APIError.notFound }

@@ -11,7 +11,7 @@ extension APIService {
     /// Served by `ChatListRoute` in the running server (it writes the JSON itself); this generated
     /// form of the same page is the reference the route's output is tested against.
     func listChats(_ input: Operations.ListChats.Input) async throws -> Operations.ListChats.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let page = try await chats.page(
             userID: principal.userID, limit: input.query.limit, cursor: input.query.cursor, updatedSince: input.query.updatedSince)
         let items: [Components.Schemas.ChatListItem] = page.records.map { $0.deleted ? .ChatTombstone($0.tombstone) : .Chat($0.schema) }
@@ -19,7 +19,7 @@ extension APIService {
     }
 
     func createChat(_ input: Operations.CreateChat.Input) async throws -> Operations.CreateChat.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let outcome = try await chatCreation.create(
             userID: principal.userID,
@@ -34,7 +34,7 @@ extension APIService {
     }
 
     func getChat(_ input: Operations.GetChat.Input) async throws -> Operations.GetChat.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard let chat = try await chats.find(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
             throw APIError.notFound
         }
@@ -42,7 +42,7 @@ extension APIService {
     }
 
     func renameChat(_ input: Operations.RenameChat.Input) async throws -> Operations.RenameChat.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let chatID = try Self.chatID(input.path.chatId)
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let title = try ChatCreation.title(body.title)
@@ -57,7 +57,7 @@ extension APIService {
     }
 
     func deleteChat(_ input: Operations.DeleteChat.Input) async throws -> Operations.DeleteChat.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard try await chats.delete(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
             throw APIError.notFound
         }
@@ -65,7 +65,7 @@ extension APIService {
     }
 
     func listMessages(_ input: Operations.ListMessages.Input) async throws -> Operations.ListMessages.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let chatID = try Self.chatID(input.path.chatId)
         let limit = try PageLimit.resolve(input.query.limit, default: 50, max: 1000)
         let filter = chatID.uuidString.lowercased()
@@ -80,7 +80,7 @@ extension APIService {
     }
 
     func evaluateChat(_ input: Operations.EvaluateChat.Input) async throws -> Operations.EvaluateChat.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let chatID = try Self.chatID(input.path.chatId)
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }
@@ -97,7 +97,7 @@ extension APIService {
     }
 
     func listChatTags(_ input: Operations.ListChatTags.Input) async throws -> Operations.ListChatTags.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard let tags = try await chats.tags(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
             throw APIError.notFound
         }

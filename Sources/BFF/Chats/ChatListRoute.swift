@@ -19,7 +19,7 @@ struct ChatListRoute: Sendable {
     }
 
     func respond(to request: Request, context: AppRequestContext) async throws -> Response {
-        let principal = try Authorization.require("chat:rw", in: context)
+        let principal = try context.principal()
         let query = request.uri.queryParameters
         var limit: Int?
         if let text = query["limit"] {

@@ -12,19 +12,14 @@ struct AcceptMiddleware: RouterMiddleware {
     static let notAcceptable = APIError(.notAcceptable)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        // Prometheus negotiates its own text formats with /metrics. An IdP's back-channel logout gets
-        // an empty 200, whatever it accepts: refused, the learner's sessions would stay signed in.
-        guard let accept = request.headers[.accept], !Self.exemptPaths.contains(request.uri.path), !Self.acceptsJSON(accept),
-            !(Self.eventStreamPaths.contains(request.uri.path) && Self.accepts(accept, "text/event-stream"))
+        let answers = context.operation?.policy.answers ?? .json
+        guard let accept = request.headers[.accept], answers != .anything, !Self.acceptsJSON(accept),
+            !(answers == .jsonOrEventStream && Self.accepts(accept, "text/event-stream"))
         else {
             return try await next(request, context)
         }
         return Self.notAcceptable.response()
     }
-
-    static let exemptPaths: Set<String> = ["/metrics", "/api/v1/auth/backchannel-logout"]
-    /// Operations that also answer as server-sent events: the tutoring turn.
-    static let eventStreamPaths: Set<String> = ["/api/v1/chat"]
 
     /// Whether `accept` names `mediaType` itself (parameters ignored).
     static func accepts(_ accept: String, _ mediaType: String) -> Bool {

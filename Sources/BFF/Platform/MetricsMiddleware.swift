@@ -15,7 +15,7 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         let start = ContinuousClock.now
         let response = try await next(request, context)
         let elapsed = ContinuousClock.now - start
-        let route = context.endpointPath ?? "unmatched"
+        let route = context.operation?.path ?? "unmatched"
         let (count, duration) = instruments.handles(route: route, method: Self.methodLabel(request.method), status: response.status.code)
         count.increment()
         duration.record(duration: elapsed)
@@ -27,6 +27,7 @@ struct RequestMetricsMiddleware: RouterMiddleware {
                 // The path only: query strings can carry authorization codes and state.
                 "path": .string(request.uri.path),
                 "route": .string(route),
+                "operation": .string(context.operation?.id ?? "none"),
                 "status": .stringConvertible(response.status.code),
                 "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
             ])

@@ -1,3 +1,4 @@
+import Foundation
 import HTTPTypes
 import Hummingbird
 
@@ -7,58 +8,64 @@ extension HTTPField.Name {
     static let rateLimitReset = Self("RateLimit-Reset")!
 }
 
-/// Applies a `RateLimiter` to the requests of some routes, each counted under the key `key` gives it
-/// (nil: not counted). Rejections are 429 `rate_limited` with `Retry-After`; every counted answer
+/// Counts a request against each limit of its operation's policy (`OperationPolicy.rateLimits`)
+/// with the shared `RateLimiter`. It runs after authentication, so a request refused there costs no
+/// database round trip. Rejections are 429 `rate_limited` with `Retry-After`; every counted answer
 /// carries the `RateLimit-*` headers of the tightest limit it passed through.
 struct RateLimitMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let limiter: RateLimiter
-    let rate: Int
-    let period: Duration
-    /// The bucket a request is counted in, from its routed path (see `RouteTable.routedPath`); nil
-    /// for a request this limit does not apply to.
-    let key: @Sendable (_ path: String, _ request: Request, _ context: Context) -> String?
+    /// `BFF_AUTH_RATE_LIMIT`, a minute per client address.
+    let loginPerAddress: Int
+    /// `BFF_AUTH_DEVICE_RATE_LIMIT`, a minute per device id.
+    let loginPerDevice: Int
+    let clientAddress: ClientAddress
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard let key = key(RouteTable.routedPath(request.uri.path), request, context) else { return try await next(request, context) }
-        let decision = try await limiter.limit(key: key, rate: rate, per: period)
-        var response: Response
-        if decision.allowed {
-            do {
-                response = try await next(request, context)
-            } catch {
-                // Map here so the RateLimit-* headers reach error answers too.
-                response = ErrorMiddleware.response(for: error, context: context)
+        guard let limits = context.operation?.policy.rateLimits, !limits.isEmpty else { return try await next(request, context) }
+        var decisions: [RateLimiter.Decision] = []
+        for limit in limits {
+            guard let (key, rate, period) = bucket(limit, request, context) else { continue }
+            let decision = try await limiter.limit(key: key, rate: rate, per: period)
+            decisions.append(decision)
+            guard decision.allowed else {
+                var response = APIError.rateLimited(decision).response()
+                for decision in decisions { response.headers.applyRateLimit(decision) }
+                return response
             }
-        } else {
-            response = APIError.rateLimited(decision).response()
         }
-        response.headers.applyRateLimit(decision)
+        var response: Response
+        do {
+            response = try await next(request, context)
+        } catch {
+            // Map here so the RateLimit-* headers reach error answers too.
+            response = ErrorMiddleware.response(for: error, context: context)
+        }
+        for decision in decisions { response.headers.applyRateLimit(decision) }
         return response
     }
-}
 
-extension RateLimitMiddleware {
-    /// Login and logout per client address. Refresh is left out: many learners behind one school's
-    /// or carrier's address refresh every 15 minutes, and its 256-bit token and per-session limit
-    /// bound it. So are the IdP's back-channel logouts: they come from its few addresses, for every
-    /// user, and one refused is a session left signed in; each is a signed, single-use token.
-    static func authPerAddress(limiter: RateLimiter, rate: Int, clientAddress: ClientAddress) -> Self {
-        let exempt: Set<String> = ["/api/v1/auth/refresh", "/api/v1/auth/backchannel-logout"]
-        return Self(limiter: limiter, rate: rate, period: .seconds(60)) { path, request, context in
-            guard path.hasPrefix("/api/v1/auth/"), !exempt.contains(path) else { return nil }
-            return "auth:ip:\(clientAddress.resolve(request, context: context))"
-        }
+    /// The key of a learner's count in a per-user bucket (account deletion removes them).
+    static func userKey(bucket: String, userID: UUID) -> String {
+        "user:\(bucket):\(userID.uuidString.lowercased())"
     }
 
-    /// Login starts per device id, beneath the address's limit: one app (or one script) cannot use up
-    /// a school's shared budget. A malformed device id is not counted; the operation refuses it.
-    static func loginPerDevice(limiter: RateLimiter, rate: Int) -> Self {
-        Self(limiter: limiter, rate: rate, period: .seconds(60)) { path, request, _ in
-            guard path == "/api/v1/auth/start", let device = request.uri.queryParameters["device_id"].map(String.init),
-                AuthService.validDeviceID(device)
-            else { return nil }
-            return "auth:device:\(device)"
+    /// The key a request is counted under for `limit`, with its rate; nil when it is not counted.
+    private func bucket(
+        _ limit: OperationPolicy.RateLimit, _ request: Request, _ context: Context
+    ) -> (key: String, rate: Int, period: Duration)? {
+        switch limit {
+        case .loginPerAddress:
+            return ("auth:ip:\(clientAddress.resolve(request, context: context))", loginPerAddress, .seconds(60))
+        case .loginPerDevice:
+            // Beneath the address's limit: one app (or one script) cannot use up a school's shared
+            // budget. A malformed device id is not counted; the operation refuses it.
+            guard let device = request.uri.queryParameters["device_id"].map(String.init), AuthService.validDeviceID(device) else { return nil }
+            return ("auth:device:\(device)", loginPerDevice, .seconds(60))
+        case .perUser(let name, let rate, let period):
+            // Authentication has refused a protected operation without a valid token already.
+            guard case .authenticated(let principal) = context.authentication else { return nil }
+            return (Self.userKey(bucket: name, userID: principal.userID), rate, period)
         }
     }
 }

@@ -4,28 +4,11 @@ import NIOConcurrencyHelpers
 import OpenAPIHummingbird
 import OpenAPIRuntime
 
-/// The paths and methods the contract declares, learnt while the generated operations register.
+/// The paths and methods the contract declares, learnt while the generated operations register: what
+/// tells a 405 (a known path, another method) from a 404. It matches paths as the router's trie does
+/// (empty segments skipped, case-sensitive, `{name}` any one segment).
 struct RouteTable: Sendable {
     private var entries: [(template: String, segments: [Substring], methods: [String])] = []
-
-    /// The path as the router matches it. The router skips empty segments, so `//api/v1//auth/start/`
-    /// reaches the same handler as `/api/v1/auth/start`, and a middleware must treat it alike.
-    static func routedPath(_ path: String) -> String {
-        guard path.utf8.count > 1, path.utf8.last == UInt8(ascii: "/") || hasEmptySegment(path) else { return path }
-        return "/" + path.split(separator: "/").joined(separator: "/")
-    }
-
-    /// Whether two slashes follow each other, read byte by byte: `String.contains("//")` resolves to
-    /// Foundation's `range(of:)`, which on the chat list (three calls a request) took 0.8 % of the
-    /// server's CPU in `perf`.
-    private static func hasEmptySegment(_ path: String) -> Bool {
-        var previous: UInt8 = 0
-        for byte in path.utf8 {
-            if byte == UInt8(ascii: "/"), previous == byte { return true }
-            previous = byte
-        }
-        return false
-    }
 
     mutating func add(path: String, method: HTTPRequest.Method) {
         let segments = path.split(separator: "/")
@@ -41,10 +24,8 @@ struct RouteTable: Sendable {
         entry(for: path)?.methods.sorted()
     }
 
-    /// The operation a request is for, as `"METHOD /template"`, or nil when the contract has none.
-    func operation(for path: String, method: HTTPRequest.Method) -> String? {
-        guard let entry = entry(for: path), entry.methods.contains(method.rawValue) else { return nil }
-        return "\(method.rawValue) \(entry.template)"
+    func contains(path: String, method: HTTPRequest.Method) -> Bool {
+        entries.contains { $0.template == path && $0.methods.contains(method.rawValue) }
     }
 
     private func entry(for path: String) -> (template: String, segments: [Substring], methods: [String])? {
@@ -70,8 +51,8 @@ final class RouteTableBox: Sendable {
         table.withLockedValue { $0.allowedMethods(for: path) }
     }
 
-    func operation(for path: String, method: HTTPRequest.Method) -> String? {
-        table.withLockedValue { $0.operation(for: path, method: method) }
+    func contains(path: String, method: HTTPRequest.Method) -> Bool {
+        table.withLockedValue { $0.contains(path: path, method: method) }
     }
 }
 
@@ -87,25 +68,20 @@ struct RecordingTransport: ServerTransport {
         method: HTTPRequest.Method,
         path: String
     ) throws {
+        guard OperationTable.index.operation(route: path, method: method) != nil else {
+            throw StartupError("the contract's \(method.rawValue) \(path) has no entry in OperationTable, so no policy")
+        }
         if !servedNatively.contains(where: { $0.method == method && $0.path == path }) {
             router.register(handler, method: method, path: path)
         }
         routes.add(path: path, method: method)
     }
-}
 
-/// A known path asked with a method it does not declare is 405 with `Allow`, not 404.
-struct MethodNotAllowedMiddleware: RouterMiddleware {
-    typealias Context = AppRequestContext
-    let routes: RouteTableBox
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        do {
-            return try await next(request, context)
-        } catch let error as HTTPError where error.status == .notFound {
-            guard let allowed = routes.allowedMethods(for: request.uri.path) else { throw error }
-            let allow = allowed.joined(separator: ", ")
-            throw APIError(.methodNotAllowed, "This path accepts \(allow).", headers: [.allow: allow])
+    /// Every contract operation of `OperationTable` was registered: a table entry without a route
+    /// would be a policy nothing enforces.
+    func requireEveryOperation() throws {
+        for operation in OperationTable.contract where !routes.contains(path: operation.path, method: operation.method) {
+            throw StartupError("OperationTable's \(operation.id) is not an operation of the contract")
         }
     }
 }

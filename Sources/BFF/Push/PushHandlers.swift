@@ -4,7 +4,7 @@ import Foundation
 /// Push token registration (API-040, `spec/fcm-token-flow.md`).
 extension APIService {
     func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
-        let principal = try Authorization.require("push:register")
+        let principal = try AppRequestContext.principal()
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let registration = try PushTokenRegistration(validating: body, sessionDevice: principal.deviceID)
         try await pushTokens.register(registration, userID: principal.userID)
@@ -12,7 +12,7 @@ extension APIService {
     }
 
     func unregisterPushToken(_ input: Operations.UnregisterPushToken.Input) async throws -> Operations.UnregisterPushToken.Output {
-        let principal = try Authorization.require("push:register")
+        let principal = try AppRequestContext.principal()
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         try PushTokenRegistration.requireTokenShape(body.token)
         try await pushTokens.unregister(token: body.token, userID: principal.userID)

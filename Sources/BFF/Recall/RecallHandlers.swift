@@ -11,7 +11,7 @@ extension APIService {
     }
 
     func listRecalls(_ input: Operations.ListRecalls.Input) async throws -> Operations.ListRecalls.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let limit = try PageLimit.resolve(input.query.limit, default: 20, max: 200)
         let statuses = Array(Set((input.query.status ?? []).map(\.rawValue))).sorted()
         let filter = statuses.joined(separator: ",")
@@ -27,7 +27,7 @@ extension APIService {
     }
 
     func getRecall(_ input: Operations.GetRecall.Input) async throws -> Operations.GetRecall.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard let recall = try await recalls.find(userID: principal.userID, recallID: try Self.recallID(input.path.recallId)) else {
             throw RecallRefusal.missing
         }
@@ -35,13 +35,13 @@ extension APIService {
     }
 
     func markRecallOpened(_ input: Operations.MarkRecallOpened.Input) async throws -> Operations.MarkRecallOpened.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         try await recalls.open(userID: principal.userID, recallID: try Self.recallID(input.path.recallId))
         return .noContent(.init())
     }
 
     func evaluateRecall(_ input: Operations.EvaluateRecall.Input) async throws -> Operations.EvaluateRecall.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         let recallID = try Self.recallID(input.path.recallId)
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }

@@ -4,19 +4,19 @@ import Foundation
 /// Settings (M-006) and the subject catalogue for the settings screen.
 extension APIService {
     func getSettings(_ input: Operations.GetSettings.Input) async throws -> Operations.GetSettings.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         return .ok(.init(body: .json(try await settings.settings(userID: principal.userID).schema)))
     }
 
     func replaceSettings(_ input: Operations.ReplaceSettings.Input) async throws -> Operations.ReplaceSettings.Output {
-        let principal = try Authorization.require("chat:rw")
+        let principal = try AppRequestContext.principal()
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         let replacement = try LearnerSettings(validating: body)
         return .ok(.init(body: .json(try await settings.replace(userID: principal.userID, with: replacement).schema)))
     }
 
     func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {
-        _ = try Authorization.require("chat:rw")
+        _ = try AppRequestContext.principal()
         let subjects = try await settings.catalogue()
         return .ok(
             .init(

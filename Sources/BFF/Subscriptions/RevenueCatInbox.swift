@@ -61,14 +61,16 @@ struct RevenueCatInbox: Sendable {
 }
 
 /// The webhook's credential: RevenueCat sends the `Authorization` value set in its dashboard and no
-/// signature. It is checked before the body is read, so a caller without it learns nothing about
-/// what the body should be, and nothing is stored.
-struct WebhookAuthorizationMiddleware<Context: RequestContext>: RouterMiddleware {
+/// signature. It is checked for every operation whose policy names it (whatever the path's
+/// spelling), before the body is read, so a caller without it learns nothing about what the body
+/// should be, and nothing is stored.
+struct WebhookAuthorizationMiddleware: RouterMiddleware {
+    typealias Context = AppRequestContext
     /// `BFF_REVENUECAT_WEBHOOK_AUTH`; nil refuses every delivery with 503 (RevenueCat retries it).
     let expected: String?
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard request.uri.path == RevenueCatInbox.path, request.method == .post else { return try await next(request, context) }
+        guard context.operation?.policy.access == .revenueCatWebhook else { return try await next(request, context) }
         guard let expected else {
             throw APIError(.storeUnavailable, "The RevenueCat webhook is not configured on this server (BFF_REVENUECAT_WEBHOOK_AUTH).")
         }

@@ -31,7 +31,7 @@ func makeTestApp(
     database: DatabaseURL,
     environment overrides: [String: String] = [:],
     logs: LogCapture = LogCapture(),
-    extraRoutes: (Router<AppRequestContext>) -> Void = { _ in }
+    extraRoutes: [(operation: BFF.Operation, register: (Router<AppRequestContext>) -> Void)] = []
 ) async throws -> some ApplicationProtocol {
     let configuration = try AppConfiguration(
         environment: TestEnvironment.serverEnvironment(database: database, overrides))
