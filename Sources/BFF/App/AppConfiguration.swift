@@ -10,6 +10,12 @@ public struct AppConfiguration: Sendable {
     public var databaseTimeout: Duration
     public var corsOrigins: Set<String>
     public var bodyLimit: Int
+    /// `BFF_BODY_READ_TIMEOUT`: a request body not read in full within this closes the connection
+    /// without an answer (a client trickling a body would otherwise hold a connection and a buffer).
+    public var bodyReadTimeout: Duration
+    /// `BFF_TRACE_TRUST_INCOMING`: continue a caller's `traceparent` (behind a gateway that sets it)
+    /// instead of starting a new root span linked to it.
+    public var traceTrustIncoming: Bool
     public var authRateLimit: Int
     public var authDeviceRateLimit: Int
     public var trustedProxies: [IPNetwork]
@@ -70,6 +76,8 @@ public struct AppConfiguration: Sendable {
             env["BFF_CORS_ORIGINS"] == nil
                 ? ["https://app.example.com"] : reader.list("BFF_CORS_ORIGINS", default: []))
         bodyLimit = try reader.int("BFF_BODY_LIMIT", default: 64 * 1024, range: 1024...(16 * 1024 * 1024))
+        traceTrustIncoming = try reader.bool("BFF_TRACE_TRUST_INCOMING", default: false)
+        bodyReadTimeout = .seconds(try reader.int("BFF_BODY_READ_TIMEOUT", default: 10, range: 1...300))
         // Sized for a school: hundreds of learners behind one address sign in at the start of a lesson.
         authRateLimit = try reader.int("BFF_AUTH_RATE_LIMIT", default: 600, range: 1...1_000_000)
         authDeviceRateLimit = try reader.int("BFF_AUTH_DEVICE_RATE_LIMIT", default: 20, range: 1...1_000_000)
@@ -168,6 +176,15 @@ struct EnvironmentReader {
             throw ConfigurationError(name, "must be an integer in \(range.lowerBound)...\(range.upperBound), got \"\(raw)\"")
         }
         return value
+    }
+
+    func bool(_ name: String, default fallback: Bool) throws -> Bool {
+        guard let raw = optional(name) else { return fallback }
+        switch raw.lowercased() {
+        case "true": return true
+        case "false": return false
+        default: throw ConfigurationError(name, "must be true or false, got \"\(raw)\"")
+        }
     }
 
     func list(_ name: String, default fallback: [String]) -> [String] {

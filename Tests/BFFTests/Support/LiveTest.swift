@@ -14,9 +14,11 @@ extension ApplicationProtocol {
     /// After such a failure that task stays parked on the port for good (its services have
     /// stopped): a failing test leaks it, nothing more. A server that fails later, binding its
     /// port, is not watched; the tests bind port 0.
-    /// `setup`: `.live`, or `.ahc(…)` for tests that need async-http-client (TLS, concurrent requests).
+    /// `setup`: async-http-client over plain HTTP by default: it honours `Connection: close`, which
+    /// the server sends with every answer given before the request's body was read (the `.live`
+    /// client would send the next request on the closed connection).
     func live<Value: Sendable>(
-        _ setup: TestingSetup = .live,
+        _ setup: TestingSetup = .ahc(.http),
         _ test: @escaping @Sendable (any TestClientProtocol) async throws -> Value
     ) async throws -> Value {
         let (outcome, settle) = AsyncThrowingStream.makeStream(of: Value.self)
