@@ -22,6 +22,12 @@ struct AccountDeletion: Sendable {
         let storeSubscriptionActive: Bool
     }
 
+    /// The learner's counts in the rate limiter: the turn's, verification's and every per-user limit of the operation table.
+    static func rateLimitKeys(of userID: UUID) -> [String] {
+        let user = userID.uuidString.lowercased()
+        return ["chat:user:\(user)", "iap:verify:\(user)"] + OperationTable.userBuckets.map { RateLimitMiddleware.userKey(bucket: $0, userID: userID) }
+    }
+
     func delete(_ principal: Principal) async throws -> Outcome {
         let userID = principal.userID
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
@@ -29,18 +35,19 @@ struct AccountDeletion: Sendable {
         let (outcome, families) = try await database.run { client in
             try await client.withTransaction(logger: logger) { connection -> (Outcome, [UUID]) in
                 // The learner's authentication at the login this session began with (the IdP's
-                // auth_time, else the login itself): a refresh keeps its family, so a stolen refresh
-                // token gets no fresher login than the one it was stolen from.
-                var loggedInAt: Date?
+                // auth_time made for that login; NULL when the IdP sent none or an older one): a
+                // refresh keeps its family, so a stolen refresh token gets no fresher login than the
+                // one it was stolen from, and a session without a known authentication is never fresh.
+                var session: Date??
                 for try await at in try await connection.query(
                     """
-                    SELECT coalesce(auth_time, created_at) FROM refresh_families
+                    SELECT auth_time FROM refresh_families
                     WHERE id = \(principal.familyID) AND user_id = \(userID) AND revoked_at IS NULL
                     FOR UPDATE
                     """, logger: logger
-                ).decode(Date.self) { loggedInAt = at }
-                guard let loggedInAt else { throw APIError.invalidToken("This session has ended; sign in again.") }
-                guard Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
+                ).decode(Date?.self) { session = .some(at) }
+                guard let session else { throw APIError.invalidToken("This session has ended; sign in again.") }
+                guard let loggedInAt = session, Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
                     throw APIError(.reauthenticationRequired)
                 }
                 var renewing = false
@@ -64,7 +71,7 @@ struct AccountDeletion: Sendable {
                     """, logger: logger)
                 let user = userID.uuidString.lowercased()
                 _ = try await connection.query(
-                    "DELETE FROM rate_limits WHERE key = ANY(\(["chat:user:\(user)", "iap:verify:\(user)"]))", logger: logger)
+                    "DELETE FROM rate_limits WHERE key = ANY(\(Self.rateLimitKeys(of: userID)))", logger: logger)
                 if removesStoreCustomer {
                     // Not tied to the user (its row is about to go): the job holds the id only until it has run.
                     try await JobQueue.enqueue(

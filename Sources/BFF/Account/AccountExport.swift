@@ -24,15 +24,23 @@ struct AccountExport: Sendable {
 
     func register(on router: Router<AppRequestContext>) {
         router.on(RouterPath(Self.path), method: Self.method) { _, context in
-            let principal = try Authorization.require("profile:read", in: context)
+            let principal = try context.principal()
             // The account must exist before the first byte: afterwards an error can only cut the body.
             guard try await exists(principal.userID) else { throw APIError.invalidToken("The account of this token no longer exists.") }
+            let taken = try await ExportLease.take(userID: principal.userID, export: self)
             return Response(
                 status: .ok,
                 headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store", .contentDisposition: #"attachment; filename="export.json""#],
                 body: .init { writer in
-                    try await write(userID: principal.userID, to: &writer)
-                    try await writer.finish(nil)
+                    var lease = taken
+                    do {
+                        try await write(userID: principal.userID, to: &writer, lease: &lease)
+                        try await writer.finish(nil)
+                    } catch {
+                        await lease.release(export: self)
+                        throw error
+                    }
+                    await lease.release(export: self)
                 })
         }
     }
@@ -45,7 +53,7 @@ struct AccountExport: Sendable {
     }
 
     /// The whole document, written to `writer` in pieces of about 64 KiB.
-    func write(userID: UUID, to writer: inout some ResponseBodyWriter) async throws {
+    func write(userID: UUID, to writer: inout some ResponseBodyWriter, lease: inout ExportLease) async throws {
         var out = Output()
         let now = try RFC3339Dates().encode(Date())
         out.append(#"{"format":"bff-export-1","exported_at":"\#(now)","user":"#)
@@ -77,16 +85,19 @@ struct AccountExport: Sendable {
             """)
         try await section("recalls", into: &out, writer: &writer, "SELECT row_to_json(r)::text FROM recalls r WHERE user_id = \(userID) ORDER BY created_at, id")
         out.append(#","chats":["#)
-        try await chats(userID: userID, into: &out, writer: &writer)
+        try await chats(userID: userID, into: &out, writer: &writer, lease: &lease)
         out.append("]}")
         try await out.flush(to: &writer)
     }
 
-    /// The chats, each with its evaluation, tags and messages, a page of chats at a time.
-    private func chats(userID: UUID, into out: inout Output, writer: inout some ResponseBodyWriter) async throws {
+    /// The chats, each with its evaluation, tags and messages: a page of chats per query, and the
+    /// messages of that page's chats in pages of their own, so that the queries grow with the
+    /// messages read, not with the chats.
+    private func chats(userID: UUID, into out: inout Output, writer: inout some ResponseBodyWriter, lease: inout ExportLease) async throws {
         var after: (Date, UUID)?
         var first = true
         while true {
+            try await lease.renewIfDue(export: self)
             let (since, sinceID) = after ?? (.distantPast, Self.noID)
             let page: [(Date, UUID, String, String?, String)] = try await database.run { client in
                 var rows: [(Date, UUID, String, String?, String)] = []
@@ -97,11 +108,12 @@ struct AccountExport: Sendable {
                            coalesce((SELECT json_agg(t ORDER BY t.tag_id)::text FROM chat_tags t WHERE t.chat_id = c.id AND t.user_id = c.user_id), '[]')
                     FROM chats c
                     WHERE c.user_id = \(userID) AND (c.created_at, c.id) > (\(since), \(sinceID))
-                    ORDER BY c.created_at, c.id LIMIT \(Self.pageSize)
+                    ORDER BY c.created_at, c.id LIMIT \(Self.chatPageSize)
                     """, logger: logger
                 ).decode((Date, UUID, String, String?, String).self) { rows.append(row) }
                 return rows
             }
+            var messages = MessagePages(chatIDs: page.map(\.1))
             for (_, chatID, chat, evaluation, tags) in page {
                 out.append(first ? "" : ",")
                 first = false
@@ -112,40 +124,127 @@ struct AccountExport: Sendable {
                 out.append(#","tags":"#)
                 out.append(tags)
                 out.append(#","messages":["#)
-                try await messages(chatID: chatID, userID: userID, into: &out, writer: &writer)
+                var firstMessage = true
+                while let message = try await messages.next(of: chatID, userID: userID, export: self) {
+                    out.append(firstMessage ? "" : ",")
+                    firstMessage = false
+                    out.append(message)
+                    try await out.flushIfFull(to: &writer)
+                }
                 out.append("]}")
                 try await out.flushIfFull(to: &writer)
             }
-            guard page.count == Self.pageSize, let last = page.last else { return }
+            guard page.count == Self.chatPageSize, let last = page.last else { return }
             after = (last.0, last.1)
         }
     }
 
-    private func messages(chatID: UUID, userID: UUID, into out: inout Output, writer: inout some ResponseBodyWriter) async throws {
-        var after: (Date, UUID)?
-        var first = true
-        while true {
-            let (since, sinceID) = after ?? (.distantPast, Self.noID)
-            let page: [(Date, UUID, String)] = try await database.run { client in
-                var rows: [(Date, UUID, String)] = []
+    /// The learner's one running export (`account_export_leases`): taken before the first byte
+    /// (429 `rate_limited` while another runs), renewed as pages are read, released at the end or on
+    /// failure; a crashed server's lease runs out after `duration`.
+    struct ExportLease: Sendable {
+        let userID: UUID
+        let holder = UUID()
+        private var renewedAt = ContinuousClock.now
+        static let duration: TimeInterval = 120
+
+        private init(userID: UUID) { self.userID = userID }
+
+        static func take(userID: UUID, export: AccountExport) async throws -> ExportLease {
+            let lease = ExportLease(userID: userID)
+            let taken: Bool = try await export.database.run { client in
+                for try await _ in try await client.query(
+                    """
+                    INSERT INTO account_export_leases (user_id, holder, lease_until)
+                    VALUES (\(userID), \(lease.holder), now() + make_interval(secs => \(duration)))
+                    ON CONFLICT (user_id) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
+                    WHERE account_export_leases.lease_until < now()
+                    RETURNING 1
+                    """, logger: export.logger)
+                { return true }
+                return false
+            }
+            guard taken else { throw APIError.rateLimited(retryAfter: 30, subject: "exports at once; one is still running") }
+            return lease
+        }
+
+        mutating func renewIfDue(export: AccountExport) async throws {
+            guard ContinuousClock.now - renewedAt > .seconds(30) else { return }
+            renewedAt = ContinuousClock.now
+            try await export.database.run { [userID, holder] client in
+                _ = try await client.query(
+                    """
+                    UPDATE account_export_leases SET lease_until = now() + make_interval(secs => \(Self.duration))
+                    WHERE user_id = \(userID) AND holder = \(holder)
+                    """, logger: export.logger)
+            }
+        }
+
+        /// Best effort: a lease left behind runs out by itself.
+        func release(export: AccountExport) async {
+            do {
+                try await export.database.run { [userID, holder] client in
+                    _ = try await client.query(
+                        "DELETE FROM account_export_leases WHERE user_id = \(userID) AND holder = \(holder)", logger: export.logger)
+                }
+            } catch {
+                export.logger.warning("the export's lease was not released; it runs out by itself", metadata: ["error": .string(LoggableError.describe(error))])
+            }
+        }
+    }
+
+    /// Chats per page: their messages are read together, in pages of `pageSize`.
+    static let chatPageSize = 100
+
+    /// The messages of one page of chats, read `pageSize` at a time in the page's chat order (then
+    /// oldest first), each query for the chats not yet finished.
+    private struct MessagePages {
+        let chatIDs: [UUID]
+        private var buffered: [(chatID: UUID, json: String)] = []
+        private var index = 0
+        /// The last message read: the keyset of the next page.
+        private var last: (chatID: UUID, createdAt: Date, id: UUID)?
+        private var exhausted = false
+
+        init(chatIDs: [UUID]) { self.chatIDs = chatIDs }
+
+        /// The next message of `chatID`, nil once that chat has no more.
+        mutating func next(of chatID: UUID, userID: UUID, export: AccountExport) async throws -> String? {
+            while true {
+                if index < buffered.count {
+                    guard buffered[index].chatID == chatID else { return nil }
+                    defer { index += 1 }
+                    return buffered[index].json
+                }
+                guard !exhausted else { return nil }
+                try await read(userID: userID, export: export)
+            }
+        }
+
+        private mutating func read(userID: UUID, export: AccountExport) async throws {
+            let remaining = last.map { last in Array(chatIDs.drop { $0 != last.chatID }) } ?? chatIDs
+            let current = last?.chatID ?? Self.noChat
+            let (since, sinceID) = last.map { ($0.createdAt, $0.id) } ?? (.distantPast, Self.noChat)
+            let rows: [(UUID, Date, UUID, String)] = try await export.database.run { client in
+                var rows: [(UUID, Date, UUID, String)] = []
                 for try await row in try await client.query(
                     """
-                    SELECT m.created_at, m.id, row_to_json(m)::text FROM messages m
-                    WHERE m.chat_id = \(chatID) AND m.user_id = \(userID) AND (m.created_at, m.id) > (\(since), \(sinceID))
-                    ORDER BY m.created_at, m.id LIMIT \(Self.pageSize)
-                    """, logger: logger
-                ).decode((Date, UUID, String).self) { rows.append(row) }
+                    SELECT m.chat_id, m.created_at, m.id, row_to_json(m)::text FROM messages m
+                    WHERE m.user_id = \(userID) AND m.chat_id = ANY(\(remaining))
+                      AND (m.chat_id <> \(current) OR (m.created_at, m.id) > (\(since), \(sinceID)))
+                    ORDER BY array_position(\(remaining), m.chat_id), m.created_at, m.id
+                    LIMIT \(AccountExport.pageSize)
+                    """, logger: export.logger
+                ).decode((UUID, Date, UUID, String).self) { rows.append(row) }
                 return rows
             }
-            for (_, _, message) in page {
-                out.append(first ? "" : ",")
-                first = false
-                out.append(message)
-                try await out.flushIfFull(to: &writer)
-            }
-            guard page.count == Self.pageSize, let last = page.last else { return }
-            after = (last.0, last.1)
+            buffered = rows.map { ($0.0, $0.3) }
+            index = 0
+            exhausted = rows.count < AccountExport.pageSize
+            if let row = rows.last { last = (row.0, row.1, row.2) }
         }
+
+        private static let noChat = UUID(uuid: (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0))
     }
 
     /// `,"name":[rows]` for a section small enough to read at once (bounded per user).

@@ -8,7 +8,7 @@ import OpenAPIRuntime
 /// The account operations: deletion, and the export's generated form.
 extension APIService {
     func deleteMe(_ input: Operations.DeleteMe.Input) async throws -> Operations.DeleteMe.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         let outcome = try await accountDeletion.delete(principal)
         return .ok(
             .init(
@@ -19,9 +19,16 @@ extension APIService {
     /// The router serves the export natively, streamed (`AccountExport`); this answers the same
     /// document through the generated types, whole, for a transport that routes it here.
     func exportMe(_ input: Operations.ExportMe.Input) async throws -> Operations.ExportMe.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         var collected = CollectingWriter()
-        try await accountExport.write(userID: principal.userID, to: &collected)
+        var lease = try await AccountExport.ExportLease.take(userID: principal.userID, export: accountExport)
+        do {
+            try await accountExport.write(userID: principal.userID, to: &collected, lease: &lease)
+        } catch {
+            await lease.release(export: accountExport)
+            throw error
+        }
+        await lease.release(export: accountExport)
         let document = try JSONDecoder().decode(Components.Schemas.AccountExport.self, from: Data(buffer: collected.buffer))
         return .ok(.init(headers: .init(cacheControl: .noStore, contentDisposition: #"attachment; filename="export.json""#), body: .json(document)))
     }

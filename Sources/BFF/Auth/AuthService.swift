@@ -44,7 +44,8 @@ struct AuthService: Sendable {
             throw APIError.validation("code_challenge", "must be the S256 challenge of the app's verifier: 43 characters of A-Z a-z 0-9 - _")
         }
         let state = SecureRandom.token()
-        let login = PendingLogin(nonce: SecureRandom.token(), codeChallenge: codeChallenge, deviceID: deviceID, redirectURI: redirectURI)
+        let login = PendingLogin(
+            nonce: SecureRandom.token(), codeChallenge: codeChallenge, deviceID: deviceID, redirectURI: redirectURI, reauthenticate: reauthenticate)
         let url = try await mapIdPErrors {
             try await oidc.authorizationURL(
                 redirectURI: redirectURI, state: state, nonce: login.nonce, codeChallenge: codeChallenge, reauthenticate: reauthenticate)
@@ -81,11 +82,25 @@ struct AuthService: Sendable {
             email: Self.profileText(claims.email, limit: 320, shorten: false),
             displayName: Self.profileText(claims.name, limit: 200, shorten: true))
         try await signIn(user.id, on: login.deviceID)
-        // Never later than now: a clock ahead at the IdP must not make a login look fresher than it is.
-        let authTime = claims.authTime.map { min(Date(timeIntervalSince1970: $0), Date()) }
+        let authTime = Self.freshAuthTime(claims.authTime, login: login)
+        if authTime == nil, login.reauthenticate {
+            logger.warning(
+                "the IdP answered a reauthentication without a fresh auth_time; the session does not count as a fresh login",
+                metadata: ["event": "reauthentication_not_fresh"])
+        }
         let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid, authTime: authTime)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
         return pair(for: refresh, user: user)
+    }
+
+    /// The learner's authentication time for this login, as the session keeps it: the IdP's
+    /// `auth_time`, never later than now (a clock ahead at the IdP must not make a login look
+    /// fresher), and nil when it is missing or older than the login's start less a minute of skew,
+    /// so that only an authentication made for this login ever counts as fresh.
+    static func freshAuthTime(_ claimed: Double?, login: PendingLogin, now: Date = Date()) -> Date? {
+        guard let claimed, let startedAt = login.startedAt else { return nil }
+        let authTime = min(Date(timeIntervalSince1970: claimed), now)
+        return authTime >= startedAt.addingTimeInterval(-60) ? authTime : nil
     }
 
     /// Puts the device in `userID`'s name: one device, one account. Another account's sessions and

@@ -8,6 +8,10 @@ struct PendingLogin: Sendable {
     let codeChallenge: String
     let deviceID: String
     let redirectURI: String
+    /// The app asked the IdP to authenticate the learner again (`reauthenticate=true`).
+    var reauthenticate = false
+    /// When `/auth/start` made it; set by the database.
+    var startedAt: Date?
 }
 
 struct UserRecord: Sendable, Equatable {
@@ -35,8 +39,8 @@ struct IdentityRepository: Sendable {
         return try await database.run { client in
             let rows = try await client.query(
                 """
-                INSERT INTO oidc_logins (state_hash, nonce, code_challenge, device_id, redirect_uri, expires_at)
-                VALUES (\(stateHash), \(login.nonce), \(login.codeChallenge), \(login.deviceID), \(login.redirectURI),
+                INSERT INTO oidc_logins (state_hash, nonce, code_challenge, device_id, redirect_uri, reauthenticate, expires_at)
+                VALUES (\(stateHash), \(login.nonce), \(login.codeChallenge), \(login.deviceID), \(login.redirectURI), \(login.reauthenticate),
                         now() + make_interval(secs => \(lifetime)))
                 RETURNING expires_at
                 """)
@@ -52,10 +56,15 @@ struct IdentityRepository: Sendable {
             let rows = try await client.query(
                 """
                 DELETE FROM oidc_logins WHERE state_hash = \(stateHash)
-                RETURNING nonce, code_challenge, device_id, redirect_uri, expires_at > now()
+                RETURNING nonce, code_challenge, device_id, redirect_uri, reauthenticate, created_at, expires_at > now()
                 """)
-            for try await (nonce, challenge, device, redirect, live) in rows.decode((String, String, String, String, Bool).self) {
-                return live ? PendingLogin(nonce: nonce, codeChallenge: challenge, deviceID: device, redirectURI: redirect) : nil
+            for try await (nonce, challenge, device, redirect, reauthenticate, startedAt, live) in rows.decode(
+                (String, String, String, String, Bool, Date, Bool).self)
+            {
+                guard live else { return nil }
+                return PendingLogin(
+                    nonce: nonce, codeChallenge: challenge, deviceID: device, redirectURI: redirect, reauthenticate: reauthenticate,
+                    startedAt: startedAt)
             }
             return nil
         }

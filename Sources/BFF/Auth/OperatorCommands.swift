@@ -46,7 +46,8 @@ extension Commands {
                     guard let user = try await auth.identity.user(id: userID) else { throw ConfigurationError("--user", "does not exist") }
                     try await auth.signIn(userID, on: deviceID)
                     let refresh = try await auth.refreshTokens.startFamily(
-                        userID: userID, deviceID: deviceID, idpSessionID: nil, scopes: scopes)
+                        // The operator's issue is this session's authentication: it counts as a login made now.
+                        userID: userID, deviceID: deviceID, idpSessionID: nil, scopes: scopes, authTime: Date())
                     return (index, auth.pair(for: refresh, user: user))
                 }
                 var results = [TokenPair?](repeating: nil, count: targets.count)

@@ -154,7 +154,7 @@ struct AccountTests {
     func reauthentication() async throws {
         let learner = try await Learner.make(database: database)
         try await database.withClient { client in
-            _ = try await client.query("UPDATE refresh_families SET created_at = now() - interval '11 minutes' WHERE user_id = \(learner.id)")
+            _ = try await client.query("UPDATE refresh_families SET auth_time = now() - interval '11 minutes' WHERE user_id = \(learner.id)")
         }
         let app = try await makeTestApp(database: database)
         try await app.live { client in
@@ -226,6 +226,8 @@ struct AccountTests {
             try await app.live { client in
                 var claims = TestIDClaims(iss: .init(value: idp.issuer))
                 claims.sub = .init(value: "student-to-delete")
+                // An authentication made for this login: only such a login may delete the account.
+                claims.authTime = Date().timeIntervalSince1970
                 let first = try await idp.signIn(AppLogin(deviceID: "phone-delete-1"), as: claims, with: client)
                 let token = try #require(first.json["access_token"] as? String)
                 let firstID = try #require((first.json["user"] as? [String: Any])?["id"] as? String)
