@@ -44,6 +44,8 @@ public final class LocalLLM: Sendable {
         public let responseFormat: String?
         /// The W3C `traceparent` the request carried (the services ignore it; a malformed one is a violation here).
         public let traceparent: String?
+        /// The W3C `tracestate` it carried: the BFF never forwards one to a third party.
+        public var tracestate: String? = nil
     }
 
     public let apiKey: String
@@ -138,8 +140,10 @@ public final class LocalLLM: Sendable {
         }
         let traceparent = HTTPField.Name("traceparent").flatMap { request.headers[$0] }
         if let traceparent, !Self.isTraceparent(traceparent) { return refuse("traceparent \(traceparent)") }
-        let received = Received(
+        var receiving = Received(
             dialect: dialect, body: body, messages: messages, stream: stream, responseFormat: responseFormat, traceparent: traceparent)
+        receiving.tracestate = HTTPField.Name("tracestate").flatMap { request.headers[$0] }
+        let received = receiving
         self.received.withLockedValue { $0.append(received) }
         let number = count.withLockedValue { count in
             count += 1

@@ -22,6 +22,8 @@ public final class LocalOTLPCollector: Sendable {
         /// OTLP's `Status.code`: 0 unset, 1 ok, 2 error.
         public let statusCode: Int
         public let resource: [String: String]
+        /// The spans this one links to (`Span.links`), as "traceid-spanid".
+        public let links: [String]
     }
 
     public let spans = NIOLockedValueBox<[Span]>([])
@@ -127,8 +129,21 @@ public final class LocalOTLPCollector: Sendable {
         var end: UInt64 = 0
         var attributes: [String: String] = [:]
         var statusCode = 0
+        var links: [String] = []
         while let (field, wire) = try reader.next() {
             switch (field, wire) {
+            case (13, 2):
+                var link = ProtobufReader(try reader.lengthDelimited())
+                var linkTrace: ArraySlice<UInt8> = [], linkSpan: ArraySlice<UInt8> = []
+                while let (field, wire) = try link.next() {
+                    switch (field, wire) {
+                    case (1, 2): linkTrace = try link.lengthDelimited()
+                    case (2, 2): linkSpan = try link.lengthDelimited()
+                    default: try link.skip(wire)
+                    }
+                }
+                guard linkTrace.count == 16, linkSpan.count == 8 else { throw Malformed(description: "span \(name): a link without its ids") }
+                links.append("\(hex(linkTrace))-\(hex(linkSpan))")
             case (1, 2): traceID = try reader.lengthDelimited()
             case (2, 2): spanID = try reader.lengthDelimited()
             case (4, 2): parent = try reader.lengthDelimited()
@@ -154,7 +169,7 @@ public final class LocalOTLPCollector: Sendable {
         guard start > 0, end >= start else { throw Malformed(description: "span \(name) ends before it starts") }
         return Span(
             traceID: hex(traceID), spanID: hex(spanID), parentSpanID: parent.isEmpty ? nil : hex(parent), name: name, kind: kind,
-            attributes: attributes, statusCode: statusCode, resource: resource)
+            attributes: attributes, statusCode: statusCode, resource: resource, links: links)
     }
 
     /// A `KeyValue` whose `AnyValue` is a string, boolean, integer or double, as text.

@@ -78,8 +78,11 @@ extension HTTPClient.Configuration {
     }
 }
 
+/// Injects `traceparent` only: a `tracestate` is vendor data, possibly a client's, and the services
+/// called (Apple, Google, RevenueCat, the LLM) are third parties.
 private struct HTTPHeadersInjector: Injector {
     func inject(_ value: String, forKey name: String, into headers: inout HTTPHeaders) {
+        guard name.lowercased() != "tracestate" else { return }
         headers.replaceOrAdd(name: name, value: value)
     }
 }

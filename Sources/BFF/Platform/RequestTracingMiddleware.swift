@@ -3,28 +3,35 @@ import Hummingbird
 import Instrumentation
 import Tracing
 
-/// A server span per request (probes aside), continuing the caller's W3C `traceparent`: named by method and route
-/// template, with the status the client gets. It is the outermost middleware, so every log line of
-/// the request carries the trace id. The path, query and headers are not recorded: paths carry
-/// chat ids, queries authorization codes, headers tokens.
+/// A server span per request (operations whose policy is untraced aside): named by method and route
+/// template, with the status the client gets. It comes right after the operation is resolved, so
+/// every log line of the request carries the trace id. The path, query and headers are not
+/// recorded: paths carry chat ids, queries authorization codes, headers tokens.
+///
+/// A client's W3C `traceparent` is untrusted by default (`BFF_TRACE_TRUST_INCOMING=false`): its
+/// sampled flag would let any app force or suppress tracing, so each request starts a new root span
+/// and keeps the caller's context only as a link. Behind a gateway that sets `traceparent` itself,
+/// `true` continues it.
 struct RequestTracingMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
-
-    /// Asked every few seconds by the orchestrator and the metrics scraper: a trace each would bury the requests.
-    static let probes: Set<String> = ["/healthz", "/readyz", "/metrics"]
+    let trustIncoming: Bool
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard Telemetry.isTracing, !Self.probes.contains(request.uri.path) else { return try await next(request, context) }
-        var parent = InstrumentationContext.current ?? .topLevel
-        InstrumentationSystem.instrument.extract(request.headers, into: &parent, using: HTTPFieldsExtractor())
+        guard Telemetry.isTracing, context.operation?.policy.traced != false else { return try await next(request, context) }
+        var incoming = InstrumentationContext.current ?? .topLevel
+        InstrumentationSystem.instrument.extract(request.headers, into: &incoming, using: HTTPFieldsExtractor())
         let method = RequestMetricsMiddleware.methodLabel(request.method)
-        let span = InstrumentationSystem.tracer.startSpan(method, context: parent, ofKind: .server)
+        let span = InstrumentationSystem.tracer.startSpan(
+            method, context: trustIncoming ? incoming : (InstrumentationContext.current ?? .topLevel), ofKind: .server)
+        if !trustIncoming, request.headers[Self.traceparent] != nil {
+            span.addLink(SpanLink(context: incoming, attributes: [:]))
+        }
         span.attributes["http.request.method"] = method
         do {
             var response = try await InstrumentationContext.$current.withValue(span.context) {
                 try await next(request, context)
             }
-            let route = context.endpointPath ?? "unmatched"
+            let route = context.operation?.path ?? "unmatched"
             span.operationName = "\(method) \(route)"
             // One update: each assignment to an OTel span's attributes takes its lock.
             span.updateAttributes { attributes in
@@ -45,13 +52,17 @@ struct RequestTracingMiddleware: RouterMiddleware {
             }
             return response
         } catch {
-            span.operationName = "\(method) \(context.endpointPath ?? "unmatched")"
+            span.operationName = "\(method) \(context.operation?.path ?? "unmatched")"
             span.recordError(error)
             span.setStatus(.init(code: .error))
             span.end()
             throw error
         }
     }
+}
+
+extension RequestTracingMiddleware {
+    static let traceparent = HTTPField.Name("traceparent")!
 }
 
 private struct HTTPFieldsExtractor: Extractor {

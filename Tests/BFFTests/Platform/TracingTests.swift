@@ -7,7 +7,7 @@ import Testing
 /// OpenTelemetry traces from a real `bff serve`, exported over OTLP/HTTP to a local collector.
 @Suite("Traces over OTLP/HTTP", .needsDatabase, .timeLimit(.minutes(2)))
 struct TracingTests {
-    @Test("a request continues the caller's trace: route-named server span, database and LLM child spans, traceparent sent on, trace id in its logs")
+    @Test("behind a gateway (BFF_TRACE_TRUST_INCOMING=true) a request continues the caller's trace: route-named server span, database and LLM child spans, traceparent sent on, trace id in its logs")
     func requestTrace() async throws {
         let database = try await TestDatabases.shared.makeMigrated()
         let learner = try await Learner.make(database: database)
@@ -19,7 +19,7 @@ struct TracingTests {
                     database: database,
                     [
                         "BFF_LLM_BASE_URL": "\(llmBase)/v1", "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model,
-                        "OTEL_EXPORTER_OTLP_ENDPOINT": collectorBase, "OTEL_BSP_SCHEDULE_DELAY": "100",
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": collectorBase, "OTEL_BSP_SCHEDULE_DELAY": "100", "BFF_TRACE_TRUST_INCOMING": "true",
                     ])
                 // The jobs run in a worker process of their own, traced as well.
                 let server = try BFFProcess(["serve"], environment: environment.merging(["BFF_JOBS_CONCURRENCY": "0"]) { $1 }, port: try await BFFProcess.freePort())
@@ -93,6 +93,46 @@ struct TracingTests {
                 // The request's log lines carry its trace id.
                 let lines = server.logLines().filter { $0["request_id"] as? String == request.attributes["bff.request_id"] }
                 #expect(!lines.isEmpty && lines.allSatisfy { $0["trace_id"] as? String == traceID }, "\(lines)")
+            }
+        }
+    }
+
+    @Test("by default a client's traceparent neither forces nor suppresses sampling: a new root span links to it, and no tracestate goes on to the LLM")
+    func untrustedTraceparent() async throws {
+        let database = try await TestDatabases.shared.makeMigrated()
+        let learner = try await Learner.make(database: database)
+        let collector = LocalOTLPCollector()
+        let llm = LocalLLM { request, _ in request.responseFormat != nil ? .reply([#"{"misconceptions":[]}"#]) : .reply(["どうして？"]) }
+        try await serveHTTP1(collector.router, logger: TestEnvironment.quietLogger) { collectorBase in
+            try await serveHTTP1(llm.router, logger: TestEnvironment.quietLogger) { llmBase in
+                let environment = TestEnvironment.serverEnvironment(
+                    database: database,
+                    [
+                        "BFF_LLM_BASE_URL": "\(llmBase)/v1", "BFF_LLM_API_KEY": llm.apiKey, "BFF_LLM_MODEL": llm.model,
+                        "OTEL_EXPORTER_OTLP_ENDPOINT": collectorBase, "OTEL_BSP_SCHEDULE_DELAY": "100", "BFF_JOBS_CONCURRENCY": "0",
+                    ])
+                let server = try BFFProcess(["serve"], environment: environment, port: try await BFFProcess.freePort())
+                defer { server.stop() }
+                #expect(try await server.becomesReady())
+                let traceID = (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
+                let appSpanID = "00f067aa0ba902b7"
+                // Sampled flag 00: the app asks not to trace, and sends vendor state along.
+                let turn = try await BFFProcess.send(
+                    .POST, "\(server.base)/api/v1/chat", token: learner.accessToken, json: #"{"message": "植物は光合成をします。"}"#,
+                    headers: [("traceparent", "00-\(traceID)-\(appSpanID)-00"), ("tracestate", "vendor=secret-of-the-app")])
+                #expect(turn.status == 200)
+                let done = try await eventually(within: .seconds(20), every: .milliseconds(100)) {
+                    collector.spans.withLockedValue { $0 }.contains { $0.name == "POST /api/v1/chat" }
+                }
+                #expect(done)
+                let spans = collector.spans.withLockedValue { $0 }
+                let request = try #require(spans.first { $0.name == "POST /api/v1/chat" })
+                #expect(request.traceID != traceID && request.parentSpanID == nil, "a new root span")
+                #expect(request.links == ["\(traceID)-\(appSpanID)"])
+                #expect(!spans.contains { $0.traceID == traceID })
+                let call = try #require(llm.received.withLockedValue { $0.first { $0.responseFormat == nil } })
+                #expect(call.traceparent?.contains(request.traceID) == true)
+                #expect(call.tracestate == nil)
             }
         }
     }
