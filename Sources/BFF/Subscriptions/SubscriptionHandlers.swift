@@ -5,15 +5,19 @@ import OpenAPIRuntime
 
 /// The subscription operations of the contract (API-050, JOB-003's webhook, `/me/subscription`).
 extension APIService {
+    /// The contract's `receipt.maxLength`: the whole body, with the other fields and `/` escaped,
+    /// stays under the 64 KiB body cap.
+    static let receiptMaxLength = 60_000
+
     func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {
-        let principal = try Authorization.require("iap:verify")
+        let principal = try AppRequestContext.principal()
         guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
         // The contract's limits, which the generated decoder does not check.
         guard (1...200).contains(body.productId.utf8.count), Self.only(body.productId, plus: "._-") else {
             throw APIError.validation("product_id", "must be 1 to 200 characters of letters, digits, '.', '_' and '-'")
         }
-        guard (1...65_536).contains(body.receipt.utf8.count), Self.only(body.receipt, plus: "+/=._-") else {
-            throw APIError.validation("receipt", "must be a store receipt or purchase token (base64 or token characters)")
+        guard (1...Self.receiptMaxLength).contains(body.receipt.utf8.count), Self.only(body.receipt, plus: "+/=._-") else {
+            throw APIError.validation("receipt", "must be a store receipt or purchase token of at most 60,000 base64 or token characters")
         }
         let view = try await purchases.verify(
             userID: principal.userID, platform: body.platform.rawValue, productID: body.productId, receipt: body.receipt)
@@ -28,7 +32,7 @@ extension APIService {
     }
 
     func getSubscription(_ input: Operations.GetSubscription.Input) async throws -> Operations.GetSubscription.Output {
-        let principal = try Authorization.require("profile:read")
+        let principal = try AppRequestContext.principal()
         return .ok(.init(body: .json(try await subscriptions.view(userID: principal.userID).schema)))
     }
 

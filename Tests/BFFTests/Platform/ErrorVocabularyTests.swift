@@ -37,6 +37,20 @@ struct ErrorVocabularyTests {
         }
     }
 
+    @Test("the contract's Error is open for generated clients: extra properties allowed, code an open enum of exactly the ErrorCodes")
+    func errorSchemaIsOpen() throws {
+        let text = try String(contentsOf: TestEnvironment.repository.appendingPathComponent("openapi.yaml"), encoding: .utf8)
+        let error = try #require(text.firstRange(of: "\n    Error:\n").map { text[$0.upperBound...] })
+        let schema = error.prefix(upTo: try #require(error.firstRange(of: "\n    ErrorCode:\n")).lowerBound)
+        #expect(!schema.contains("additionalProperties: false"))
+        #expect(schema.contains("additionalProperties: true"))
+        #expect(schema.contains("anyOf:") && schema.contains("$ref: '#/components/schemas/ErrorCode'") && schema.contains("- type: string"))
+        let enumLine = try #require(
+            text.firstRange(of: "\n    ErrorCode:\n").map { text[$0.upperBound...] }?.firstMatch(of: /enum: \[([a-z_, ]+)\]/))
+        let listed = enumLine.output.1.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(Set(listed) == Set(ErrorCode.allCases.map(\.rawValue)) && listed.count == ErrorCode.allCases.count)
+    }
+
     @Test("every error example of the contract uses a documented code")
     func examplesUseDocumentedCodes() throws {
         let text = try String(contentsOf: TestEnvironment.repository.appendingPathComponent("openapi.yaml"), encoding: .utf8)
