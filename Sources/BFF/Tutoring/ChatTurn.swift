@@ -2,6 +2,7 @@ import BFFAPI
 import Foundation
 import HTTPTypes
 import Logging
+import NIOConcurrencyHelpers
 import PostgresNIO
 
 /// One tutoring turn (API-030): the learner's message to the LLM in the role reversal's prompt, and
@@ -68,6 +69,8 @@ struct ChatTurn: Sendable {
         fileprivate let request: Request
         fileprivate let idempotencyKey: String?
         fileprivate let context: Context?
+        /// The turn counted against the plan's day; nil for a replay or an unlimited plan.
+        fileprivate var reservation: TurnQuota.Reservation? = nil
     }
 
     func run(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Result {
@@ -99,22 +102,43 @@ struct ChatTurn: Sendable {
             return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)
         }
         guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
-        try await quota.check(userID: userID, question: request.mode == .question)
-        let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
-        guard decision.allowed else { throw APIError.rateLimited(decision) }
-        let context = try await readContext(userID: userID, request: request)
-        if let key = idempotencyKey {
-            try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
+        // Counted before the LLM is asked; every refusal after this gives it back. The plan's
+        // refusals come first and are not counted by the rate limit.
+        let reservation = try await quota.reserve(userID: userID, question: request.mode == .question)
+        do {
+            let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
+            guard decision.allowed else { throw APIError.rateLimited(decision) }
+            let context = try await readContext(userID: userID, request: request)
+            if let key = idempotencyKey {
+                try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
+            }
+            return Prepared(
+                replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context, reservation: reservation)
+        } catch {
+            await giveBack(reservation)
+            throw error
         }
-        return Prepared(replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context)
     }
 
-    /// Asks the LLM, handing each piece of the reply to `onDelta`, and stores the turn. Errors are the
-    /// learner's answers (`APIError`); a failed call gives the key back.
-    func complete(_ prepared: Prepared, onDelta: @escaping @Sendable (String) async -> Void = { _ in }) async throws -> Result {
+    /// Gives a reserved turn back; a failure only costs the learner that turn, so it is logged.
+    private func giveBack(_ reservation: TurnQuota.Reservation?) async {
+        guard let reservation else { return }
+        do {
+            try await quota.giveBack(reservation)
+        } catch {
+            logger.warning("a turn that reached nobody was not given back to the day's quota", metadata: ["error": .string(LoggableError.describe(error))])
+        }
+    }
+
+    /// Asks the LLM, handing each piece of the reply to `onDelta` (a streamed turn: each piece reaches
+    /// the learner), and stores the turn. Errors are the learner's answers (`APIError`); a failed call
+    /// gives the key back, and the turn's reservation too unless a piece of the reply reached the
+    /// learner: a client that leaves after the first delta has spent its turn.
+    func complete(_ prepared: Prepared, onDelta: (@Sendable (String) async -> Void)? = nil) async throws -> Result {
         if let replay = prepared.replay { return replay }
         guard let llm, let context = prepared.context else { throw APIError(.llmUnavailable) }
         let (userID, request, idempotencyKey) = (prepared.userID, prepared.request, prepared.idempotencyKey)
+        let delivered = DeliveredMark()
         do {
             let prompt =
                 switch request.mode {
@@ -122,7 +146,13 @@ struct ChatTurn: Sendable {
                     TutoringPrompt.messages(context.prompt, history: context.history, message: request.message ?? "", budget: llm.configuration.historyBudget)
                 case .question: TutoringPrompt.question(context.prompt)
                 }
-            let completion = try await untilDrained { try await llm.complete(LLMRequest(messages: prompt)) { await onDelta($0) } }
+            let completion = try await untilDrained {
+                try await llm.complete(LLMRequest(messages: prompt)) { text in
+                    guard let onDelta else { return }
+                    delivered.mark()
+                    await onDelta(text)
+                }
+            }
             let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
             logger.info(
                 "tutoring turn",
@@ -133,8 +163,16 @@ struct ChatTurn: Sendable {
             return result
         } catch {
             if let key = idempotencyKey { try? await release(userID: userID, key: key) }
+            if !delivered.isMarked { await giveBack(prepared.reservation) }
             throw Self.answer(for: error, logger: logger)
         }
+    }
+
+    /// Whether a piece of the reply has been handed to the learner's stream.
+    private final class DeliveredMark: Sendable {
+        private let marked = NIOLockedValueBox(false)
+        func mark() { marked.withLockedValue { $0 = true } }
+        var isMarked: Bool { marked.withLockedValue { $0 } }
     }
 
     /// The server stops waiting for the LLM at the drain deadline: a turn still running then would be
@@ -243,6 +281,8 @@ struct ChatTurn: Sendable {
                         UPDATE chats SET message_count = message_count + \(request.message == nil ? 1 : 2),
                             last_message_preview = left(\(completion.text), 140), updated_at = bff_chat_stamp(\(userID))
                         WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+                          AND (status <> 'ended' OR EXISTS (
+                              SELECT 1 FROM recalls r WHERE r.chat_id = chats.id AND r.user_id = chats.user_id AND r.status = 'opened'))
                         RETURNING id, user_id
                     ), at AS (SELECT clock_timestamp() AS now)
                     INSERT INTO messages (chat_id, user_id, role, content, created_at, model, prompt_tokens, completion_tokens)
@@ -255,13 +295,12 @@ struct ChatTurn: Sendable {
                 ).decode((UUID, String, String, Int64).self) {
                     stored.append(StoredMessage(id: id, role: role, content: content, createdMicros: micros))
                 }
-                // The chat was deleted while the LLM answered.
+                // The chat was deleted, or ended, while the LLM answered.
                 let user = stored.first(where: { $0.role == "user" })
                 guard let reply = stored.first(where: { $0.role == "assistant" }), (user == nil) == (request.message == nil) else {
-                    throw APIError.notFound
+                    throw try await Self.chatGone(chatID: chatID, userID: userID, on: connection, logger: logger)
                 }
                 let result = Result(chatID: chatID, userMessage: user, reply: reply)
-                try await TurnQuota.count(userID: userID, on: connection, logger: logger)
                 // Misconception tags from the dialogue, once this turn is committed (never part of it).
                 if user != nil {
                     try await TagExtraction.enqueue(chatID: chatID, userID: userID, replyID: reply.id, on: connection, logger: logger)
@@ -276,6 +315,17 @@ struct ChatTurn: Sendable {
                 return result
             }
         }
+    }
+
+    /// Why the turn's chat took no messages: 409 `chat_ended` when it ended while the LLM answered
+    /// (the rule is checked again as the turn is stored), else 404 (deleted).
+    private static func chatGone(chatID: UUID, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> APIError {
+        for try await _ in try await connection.query(
+            "SELECT 1 FROM chats WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL AND status = 'ended'", logger: logger)
+        {
+            return APIError(.chatEnded)
+        }
+        return APIError.notFound
     }
 
     /// The first turn's answer for `key`; throws while it is still running or when the key came with another body.

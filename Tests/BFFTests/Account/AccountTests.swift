@@ -84,7 +84,7 @@ struct AccountTests {
                 """)
             _ = try await client.query(
                 "INSERT INTO entitlements (user_id, plan, status, access_until, snapshot_at) VALUES (\(learner.id), 'pro', 'active', now() + interval '20 days', now())")
-            _ = try await client.query("INSERT INTO plan_usage (user_id, day, turns) VALUES (\(learner.id), current_date, 3)")
+            _ = try await client.query("INSERT INTO plan_usage (user_id, day, turns, zone, ends_at) VALUES (\(learner.id), current_date, 3, 'UTC', now() + interval '1 hour')")
             _ = try await client.query("INSERT INTO rate_limits (key, tat) VALUES (\("chat:user:" + learner.id.uuidString.lowercased()), now() + interval '5 seconds')")
         }
     }

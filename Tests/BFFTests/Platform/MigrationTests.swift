@@ -302,7 +302,7 @@ struct MigrationTests {
     @Test("each stored function in the migrated database is its file: the body (prosrc) and the signature PostgreSQL makes of the file, and its checksum is recorded")
     func storedFunctionsAreTheirFiles() async throws {
         let functions = try StoredFunction.load(from: TestEnvironment.migrationsDirectory)
-        #expect(functions.map(\.name) == ["bff_refresh_rotate_ring", "bff_request_subscription_syncs"])
+        #expect(functions.map(\.name) == ["bff_learner_day", "bff_refresh_rotate_ring", "bff_request_subscription_syncs", "bff_reserve_turn"])
         let url = try await TestDatabases.shared.makeMigrated()
         try await url.withClient { client in
             try await client.withConnection { connection in
@@ -337,7 +337,7 @@ struct MigrationTests {
     func changedStoredFunction() async throws {
         let url = try await TestDatabases.shared.makeEmpty()
         let logger = TestEnvironment.quietLogger
-        let original = try #require(try StoredFunction.load(from: TestEnvironment.migrationsDirectory).first)
+        let original = try #require(try StoredFunction.load(from: TestEnvironment.migrationsDirectory).first { $0.name == "bff_refresh_rotate_ring" })
         let changed = StoredFunction(
             name: original.name, sql: original.sql.replacingOccurrences(of: "outcome := 'rotated';", with: "outcome := 'rotated'; -- changed"))
         #expect(changed.checksum != original.checksum)
