@@ -23,6 +23,9 @@ public enum LLMAnswer: Sendable {
     case garbage
     /// Nothing for this long, then the reply (a client with a shorter timeout gives up first).
     case stall(Duration, then: [String])
+    /// Each text as the data of one event, verbatim (`[DONE]` only when listed): a provider or a
+    /// proxy that sends what no documentation allows.
+    case events([String])
 }
 
 /// Breaks a response off mid-body: the client sees the connection reset.
@@ -208,6 +211,8 @@ public final class LocalLLM: Sendable {
             try await send(#"data: {"error":{"message":"\#(message)","type":"server_error","code":null}}"# + "\n\n")
         case .garbage:
             try await send("data: <html>Bad Gateway</html>\n\n")
+        case .events(let datas):
+            for data in datas { try await send("data: \(data)\n\n") }
         case .status, .stall:
             break
         }

@@ -101,7 +101,7 @@ struct ChatTurn: Sendable {
         if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) {
             return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)
         }
-        guard let llm else { throw APIError(.llmUnavailable, "The tutor is not configured on this server.") }
+        guard let llm else { throw Self.unavailable("The tutor is not configured on this server.", retryAfter: Self.misconfiguredRetryAfter) }
         // Counted before the LLM is asked; every refusal after this gives it back. The plan's
         // refusals come first and are not counted by the rate limit.
         let reservation = try await quota.reserve(userID: userID, question: request.mode == .question)
@@ -136,7 +136,7 @@ struct ChatTurn: Sendable {
     /// learner: a client that leaves after the first delta has spent its turn.
     func complete(_ prepared: Prepared, onDelta: (@Sendable (String) async -> Void)? = nil) async throws -> Result {
         if let replay = prepared.replay { return replay }
-        guard let llm, let context = prepared.context else { throw APIError(.llmUnavailable) }
+        guard let llm, let context = prepared.context else { throw Self.unavailable(retryAfter: Self.misconfiguredRetryAfter) }
         let (userID, request, idempotencyKey) = (prepared.userID, prepared.request, prepared.idempotencyKey)
         let delivered = DeliveredMark()
         do {
@@ -386,17 +386,31 @@ struct ChatTurn: Sendable {
         switch failure {
         case .unavailable(let reason, let retryAfter):
             logger.warning("LLM unavailable", metadata: ["reason": .string(reason)])
-            var headers: HTTPFields = [:]
-            if let retryAfter { headers[.retryAfter] = String(max(1, Int(retryAfter.seconds.rounded(.up)))) }
-            return APIError(.llmUnavailable, headers: headers)
+            return unavailable(retryAfter: Self.retryAfterSeconds(retryAfter))
         case .contentFiltered(let reason):
             logger.notice("LLM content filter", metadata: ["reason": .string(reason)])
             return APIError(.contentFiltered)
         case .misconfigured(let reason):
             logger.error("the LLM refused our configuration; check BFF_LLM_*", metadata: ["reason": .string(reason)])
-            return APIError(.llmUnavailable)
+            return unavailable(retryAfter: Self.misconfiguredRetryAfter)
         }
     }
+
+    /// 503 `llm_unavailable`, always with `Retry-After`: an app that gets none retries at once, every
+    /// learner together, into the outage.
+    static func unavailable(_ message: String? = nil, retryAfter seconds: Int) -> APIError {
+        APIError(.llmUnavailable, message, headers: [.retryAfter: String(seconds)])
+    }
+
+    /// The upstream's `Retry-After`, in whole seconds within 1...300; 5 when it gave none.
+    static func retryAfterSeconds(_ upstream: Duration?) -> Int {
+        guard let upstream else { return defaultRetryAfter }
+        return min(300, max(1, Int(upstream.seconds.rounded(.up))))
+    }
+
+    static let defaultRetryAfter = 5
+    /// An operator must fix the configuration first: no point asking again within seconds.
+    static let misconfiguredRetryAfter = 60
 }
 
 extension ChatTurn.StoredMessage {

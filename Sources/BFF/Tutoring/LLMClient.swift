@@ -89,9 +89,9 @@ struct LLMClient: Sendable {
             }
             Metrics.Timer(label: "bff_llm_total_seconds").recordNanoseconds((ContinuousClock.now - started).nanoseconds)
             Counter(label: "bff_llm_requests_total", dimensions: [("outcome", "ok")]).increment()
-            Counter(label: "bff_llm_tokens_total", dimensions: [("model", completion.model), ("kind", "prompt")]).increment(by: completion.promptTokens)
-            Counter(label: "bff_llm_tokens_total", dimensions: [("model", completion.model), ("kind", "completion")])
-                .increment(by: completion.completionTokens)
+            let label = modelLabel(completion.model)
+            Counter(label: "bff_llm_tokens_total", dimensions: [("model", label), ("kind", "prompt")]).increment(by: completion.promptTokens)
+            Counter(label: "bff_llm_tokens_total", dimensions: [("model", label), ("kind", "completion")]).increment(by: completion.completionTokens)
             return completion
         } catch let failure as LLMFailure {
             Counter(label: "bff_llm_requests_total", dimensions: [("outcome", failure.kind)]).increment()
@@ -105,6 +105,17 @@ struct LLMClient: Sendable {
             throw failure
         }
     }
+
+    /// The `model` label of the metrics: the configured model, for the upstream's name or a dated
+    /// version of it, else "other". The upstream names the model in each answer; taken as it comes,
+    /// every name a provider (or a hostile proxy) sends would be a new series.
+    func modelLabel(_ model: String) -> String {
+        model == configuration.model || model.hasPrefix(configuration.model + "-") ? configuration.model : "other"
+    }
+
+    /// The most of a reply the client keeps, in bytes: far above what `maxOutputTokens` allows an
+    /// honest provider, low enough that a broken or hostile one cannot fill the server's memory.
+    var maxReplyBytes: Int { max(64 * 1024, configuration.maxOutputTokens * 32) }
 
     private func stream(_ request: LLMRequest, onText: @escaping @Sendable (String) async throws -> Void) async throws -> LLMCompletion {
         var http = HTTPClientRequest(url: configuration.endpoint)
@@ -141,14 +152,18 @@ struct LLMClient: Sendable {
                 if let error = chunk.error {
                     throw LLMFailure.unavailable("an error inside the stream: \(error.message ?? error.code?.value ?? "no message")", retryAfter: nil)
                 }
-                if let name = chunk.model, !name.isEmpty { model = name }
-                if let counts = chunk.usage { usage = (counts.prompt_tokens, counts.completion_tokens) }
+                if let name = chunk.model.flatMap(Self.storableModel) { model = name }
+                if let counts = chunk.usage { usage = (counts.prompt, counts.completion) }
                 for choice in chunk.choices ?? [] {
                     if choice.content_filter_results?.values.contains(where: { $0.filtered == true }) == true {
                         throw LLMFailure.contentFiltered("the reply was filtered")
                     }
-                    if let piece = choice.delta?.content, !piece.isEmpty {
+                    // PostgreSQL's text refuses NUL: the reply could never be stored.
+                    if let piece = choice.delta?.content?.replacingOccurrences(of: "\u{0}", with: ""), !piece.isEmpty {
                         text += piece
+                        guard text.utf8.count <= maxReplyBytes else {
+                            throw LLMFailure.unavailable("a reply of over \(maxReplyBytes) bytes", retryAfter: nil)
+                        }
                         try await onText(piece)
                     }
                     if let reason = choice.finish_reason { finish = reason }
@@ -168,6 +183,14 @@ struct LLMClient: Sendable {
         }
         guard !text.isEmpty else { throw LLMFailure.unavailable("an empty reply", retryAfter: nil) }
         return LLMCompletion(text: text, promptTokens: usage?.prompt ?? 0, completionTokens: usage?.completion ?? 0, model: model)
+    }
+
+    /// The upstream's model name as `messages.model` can hold it (≤ 200 characters, no control
+    /// characters); nil when nothing usable is left.
+    static func storableModel(_ name: String) -> String? {
+        let scalars = name.unicodeScalars.filter { $0.properties.generalCategory != .control }.prefix(200)
+        let cleaned = String(String.UnicodeScalarView(scalars))
+        return cleaned.isEmpty ? nil : cleaned
     }
 
     /// The request body: only what the reply needs (no user id, name or email).
@@ -245,15 +268,43 @@ private struct StreamChunk: Decodable {
         enum CodingKeys: String, CodingKey { case delta, finish_reason, content_filter_results }
     }
 
+    /// Token counts for cost accounting, read leniently: a count that is missing, of another type,
+    /// negative or beyond any real reply counts as zero (negative counts would stop the process in
+    /// the metrics library, huge ones overflow the database's integer).
     struct Usage: Decodable {
-        let prompt_tokens: Int
-        let completion_tokens: Int
+        let prompt: Int
+        let completion: Int
+
+        static let plausible = 0...10_000_000
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            func count(_ key: CodingKeys) -> Int {
+                guard let value = try? container.decodeIfPresent(Int.self, forKey: key), Self.plausible.contains(value) else { return 0 }
+                return value
+            }
+            prompt = count(.prompt_tokens)
+            completion = count(.completion_tokens)
+        }
+
+        enum CodingKeys: String, CodingKey { case prompt_tokens, completion_tokens }
     }
 
     let choices: [Choice]?
     let usage: Usage?
     let model: String?
     let error: ErrorEnvelope.Body?
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        choices = try container.decodeIfPresent([Choice].self, forKey: .choices)
+        // Informational fields: one of another type is ignored, not a failed turn.
+        usage = try? container.decodeIfPresent(Usage.self, forKey: .usage)
+        model = try? container.decodeIfPresent(String.self, forKey: .model)
+        error = try container.decodeIfPresent(ErrorEnvelope.Body.self, forKey: .error)
+    }
+
+    enum CodingKeys: String, CodingKey { case choices, usage, model, error }
 }
 
 private struct ErrorEnvelope: Decodable {

@@ -29,6 +29,11 @@ enum TurnStream {
                 json.string(failure.code.rawValue)
                 json.raw(#","message":"#)
                 json.string(failure.message)
+                // The stream's status is 200 already: the Retry-After header can only travel in the event.
+                if let seconds = failure.headers[.retryAfter].flatMap(Int.init) {
+                    json.raw(#","retry_after":"#)
+                    json.integer(seconds)
+                }
                 json.raw("}")
                 sink.yield(event("error", Array(json.buffer.readableBytesView)))
             }
