@@ -138,6 +138,38 @@ struct TurnQuotaTests {
         }
     }
 
+    @Test("a chat evaluated (ended) while the LLM answers is not written to: the stream ends with chat_ended and nothing is stored")
+    func endedWhileAnswering() async throws {
+        let llm = LocalLLM { _, _ in .reply(["どうして", "葉は", "緑？"], interval: .milliseconds(300)) }
+        try await turns.withTurns(llm) { client, learner in
+            let first = try await client.call(.post, "/api/v1/chat", as: learner, json: Self.message)
+            let chatID = try #require(first.json["chat_id"] as? String)
+            let port = try #require(client.port)
+            let ending = NIOLockedValueBox<Task<UInt, any Error>?>(nil)
+            let outcome = try await turns.stream(port: port, as: learner, json: #"{"chat_id": "\#(chatID)", "message": "続きです"}"#) { name, _, _ in
+                if name == "delta" {
+                    ending.withLockedValue { task in
+                        guard task == nil else { return }
+                        task = Task {
+                            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chats/\(chatID)/evaluation")
+                            request.method = .POST
+                            request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+                            request.headers.add(name: "Content-Type", value: "application/json")
+                            request.body = .bytes(ByteBuffer(string: #"{"score":4}"#))
+                            return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
+                        }
+                    }
+                }
+                return true
+            }
+            #expect(try await #require(ending.withLockedValue { $0 }).value == 200)
+            let error = try #require(outcome.events.last)
+            #expect(error.0 == "error" && error.1.contains("chat_ended"), "\(outcome.events)")
+            let messages = try await client.call(.get, "/api/v1/chats/\(chatID)/messages", as: learner)
+            #expect((messages.json["items"] as? [Any])?.count == 2, "only the first turn's messages")
+        }
+    }
+
     @Test("a client that leaves after the first delta has spent its turn")
     func leavingAfterFirstDelta() async throws {
         let llm = LocalLLM { _, _ in .reply(["どうして", "葉は", "緑？"], interval: .milliseconds(200)) }
