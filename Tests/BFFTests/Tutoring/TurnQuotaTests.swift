@@ -4,6 +4,7 @@ import HTTPTypes
 import HummingbirdTesting
 import NIOConcurrencyHelpers
 import NIOCore
+import NIOHTTP1
 import PostgresNIO
 import StandIns
 import Testing
@@ -35,6 +36,20 @@ struct TurnQuotaTests {
         }
     }
 
+    /// A request of the learner's own, sent beside a stream that is being read; answers its status.
+    static func request(_ method: HTTPMethod, port: Int, _ path: String, as learner: Learner, json: String? = nil) -> Task<UInt, any Error> {
+        Task {
+            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+            request.method = method
+            request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
+            if let json {
+                request.headers.add(name: "Content-Type", value: "application/json")
+                request.body = .bytes(ByteBuffer(string: json))
+            }
+            return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
+        }
+    }
+
     /// The turns the LLM was asked for (tag extraction aside).
     static func asked(_ llm: LocalLLM) -> Int {
         llm.received.withLockedValue { $0.filter { $0.responseFormat == nil }.count }
@@ -55,12 +70,7 @@ struct TurnQuotaTests {
                 if name == "delta" {
                     deletion.withLockedValue { task in
                         guard task == nil else { return }
-                        task = Task {
-                            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chats/\(chatID)")
-                            request.method = .DELETE
-                            request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-                            return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
-                        }
+                        task = Self.request(.DELETE, port: port, "/api/v1/chats/\(chatID)", as: learner)
                     }
                 }
                 return true
@@ -150,14 +160,7 @@ struct TurnQuotaTests {
                 if name == "delta" {
                     ending.withLockedValue { task in
                         guard task == nil else { return }
-                        task = Task {
-                            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/chats/\(chatID)/evaluation")
-                            request.method = .POST
-                            request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-                            request.headers.add(name: "Content-Type", value: "application/json")
-                            request.body = .bytes(ByteBuffer(string: #"{"score":4}"#))
-                            return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
-                        }
+                        task = Self.request(.POST, port: port, "/api/v1/chats/\(chatID)/evaluation", as: learner, json: #"{"score":4}"#)
                     }
                 }
                 return true
