@@ -106,7 +106,7 @@ struct FCMSenderTests {
         let outcomes = try await serveLocally(refused.router, tls: tls) { base in
             try await sender(refused, base).send(Self.message, to: Self.target)
         }
-        #expect(outcomes == .configurationError("the OAuth token endpoint answered 400"))
+        #expect(outcomes == .configurationError("the OAuth token endpoint answered 400 invalid_grant"))
         let outage = try await serveLocally(down.router, tls: tls) { base in
             try await sender(down, base).send(Self.message, to: Self.target)
         }
