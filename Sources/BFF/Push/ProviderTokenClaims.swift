@@ -20,6 +20,16 @@ struct WholeSeconds: Codable, Sendable, Equatable {
     }
 }
 
+/// An APNs provider token's claims (Apple, "Establishing a token-based connection to APNs").
+struct APNsProviderClaims: JWTPayload {
+    /// The team id.
+    let iss: String
+    let iat: WholeSeconds
+
+    /// Only ever signed here, never verified.
+    func verify(using algorithm: some JWTAlgorithm) async throws {}
+}
+
 /// A service account's JWT-bearer grant (RFC 7523; Google, "Using OAuth 2.0 for Server to Server Applications").
 struct GoogleAssertionClaims: JWTPayload {
     /// The service account's email.
