@@ -11,7 +11,7 @@ import _CryptoExtras
 /// with the JWT-bearer grant; an RS256 assertion with `typ` JWT and the account's key id, signed by
 /// its key; `iss`, `scope`, `aud` (the token URI) and integer `iat` and `exp` at most an hour apart,
 /// neither expired nor issued in the future. `messages:send`: the Bearer access token, a JSON body
-/// and the message's shape.
+/// and the `Message` rules of `FCMMessageRules`.
 public final class LocalFCM: Sendable {
     public struct Received: Sendable {
         public let token: String
@@ -150,21 +150,24 @@ public final class LocalFCM: Sendable {
             }
         }
         router.post("/v1/projects/:project/messages:send") { [self] request, context -> Response in
-            guard context.parameters.get("project") == project else { return error(404, "NOT_FOUND") }
-            guard let authorization = request.headers[.authorization], authorization.hasPrefix("Bearer "),
-                issued.withLockedValue({ $0.contains(String(authorization.dropFirst(7))) }),
-                !revoked.withLockedValue({ $0.contains(String(authorization.dropFirst(7))) })
-            else { return error(401, "UNAUTHENTICATED") }
-            let body = try await request.body.collect(upTo: 1_000_000)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any],
-                let message = object["message"] as? [String: Any], let token = message["token"] as? String,
-                let notification = message["notification"] as? [String: Any], notification["title"] is String,
-                let data = message["data"] as? [String: Any], data.values.allSatisfy({ $0 is String }), data["deep_link"] is String,
-                let android = message["android"] as? [String: Any], android["priority"] as? String == "HIGH"
-            else {
-                violations.withLockedValue { $0.append("message") }
-                return error(400, "INVALID_ARGUMENT")
+            guard context.parameters.get("project") == project else { return error(404, "NOT_FOUND", message: "no such project") }
+            let bearer = request.headers[.authorization].flatMap { $0.lowercased().hasPrefix("bearer ") ? String($0.dropFirst(7)) : nil }
+            guard let bearer, issued.withLockedValue({ $0.contains(bearer) }), !revoked.withLockedValue({ $0.contains(bearer) }) else {
+                return error(401, "UNAUTHENTICATED", message: "Request had invalid authentication credentials.")
             }
+            guard mediaType(request.headers[.contentType]) == "application/json" else {
+                return error(400, "INVALID_ARGUMENT", message: "the body must be application/json")
+            }
+            let body = try await request.body.collect(upTo: 1_000_000)
+            guard let object = try? JSONSerialization.jsonObject(with: Data(buffer: body)) as? [String: Any] else {
+                return error(400, "INVALID_ARGUMENT", message: "Invalid JSON payload received.")
+            }
+            if let violation = FCMMessageRules.checkRequest(object) {
+                return error(400, "INVALID_ARGUMENT", message: violation.description, fcmCode: "INVALID_ARGUMENT", field: violation.field)
+            }
+            let message = object["message"] as? [String: Any] ?? [:]
+            let token = message["token"] as? String ?? ""
+            let data = message["data"] as? [String: Any] ?? [:]
             if keepReceived { received.withLockedValue { $0.append(Received(token: token, message: String(buffer: body))) } }
             let attempt = attempts.next(token)
             let deepLink = data["deep_link"] as? String

@@ -55,6 +55,7 @@ struct FCMSenderTests {
             (body["data"] as? [String: Any])?["deep_link"] as? String
                 == "learnapp://chats/\(Self.chatID.uuidString.lowercased())?recall=\(Self.recallID.uuidString.lowercased())")
         #expect((body["android"] as? [String: Any])?["collapse_key"] as? String == Self.recallID.uuidString.lowercased())
+        #expect((body["android"] as? [String: Any])?["priority"] as? String == "HIGH")
     }
 
     @Test(

@@ -9,8 +9,8 @@ import _CryptoExtras
 
 @testable import BFF
 
-/// The FCM stand-in's token endpoint refuses what Google documents it refuses, each rule with the
-/// answer Google gives; and the BFF's own assertion passes.
+/// The FCM stand-in refuses what Google documents its token endpoint and `messages:send` refuse,
+/// each rule with the answer Google gives; and the BFF's own assertion passes.
 @Suite("Local FCM checks as Google does", .timeLimit(.minutes(3)))
 struct LocalFCMTests {
     static let grantType = "urn%3Aietf%3Aparams%3Aoauth%3Agrant-type%3Ajwt-bearer"
@@ -122,5 +122,74 @@ struct LocalFCMTests {
             #expect(refused.status == 400)
             #expect(refused.string("error") == "invalid_grant")
         }
+    }
+
+    /// A message body of each case, and Google's answer to it (status, `error.status`).
+    static func send(_ name: String, token: String) -> (contentType: String, body: String, status: Int, code: String?) {
+        let valid = String(buffer: FCMSender.payload(FCMSenderTests.message, token: token))
+        func replacing(_ old: String, _ new: String) -> String {
+            precondition(valid.contains(old), old)
+            return valid.replacingOccurrences(of: old, with: new)
+        }
+        let json = "application/json; charset=utf-8"
+        switch name {
+        case "valid": return (json, valid, 200, nil)
+        case "text/plain": return ("text/plain", valid, 400, "INVALID_ARGUMENT")
+        case "no message": return (json, #"{"validate_only":false}"#, 400, "INVALID_ARGUMENT")
+        case "unknown top-level field": return (json, String(valid.dropLast()) + #","priority":"high"}"#, 400, "INVALID_ARGUMENT")
+        case "unknown message field": return (json, replacing(#"{"message":{"#, #"{"message":{"to":"x","#), 400, "INVALID_ARGUMENT")
+        case "no target": return (json, replacing(#""token":"\#(token)","#, ""), 400, "INVALID_ARGUMENT")
+        case "two targets": return (json, replacing(#""token":"#, #""topic":"news","token":"#), 400, "INVALID_ARGUMENT")
+        case "a number in data": return (json, replacing(#""data":{"#, #""data":{"count":3,"#), 400, "INVALID_ARGUMENT")
+        case "a reserved data key": return (json, replacing(#""data":{"#, #""data":{"from":"bff","#), 400, "INVALID_ARGUMENT")
+        case "ttl as a number": return (json, valid.replacing(/"ttl":"(\d+)s"/) { #""ttl":\#($0.1)"# }, 400, "INVALID_ARGUMENT")
+        case "ttl without its unit": return (json, valid.replacing(/"ttl":"(\d+)s"/) { #""ttl":"\#($0.1)""# }, 400, "INVALID_ARGUMENT")
+        case "priority urgent": return (json, replacing(#""priority":"HIGH""#, #""priority":"urgent""#), 400, "INVALID_ARGUMENT")
+        case "priority lower-case": return (json, replacing(#""priority":"HIGH""#, #""priority":"high""#), 200, nil)
+        case "collapse_key as a number": return (json, valid.replacing(/"collapse_key":"[^"]*"/) { _ in #""collapse_key":7"# }, 400, "INVALID_ARGUMENT")
+        case "an apns header as a number": return (json, replacing(#""apns-priority":"10""#, #""apns-priority":10"#), 400, "INVALID_ARGUMENT")
+        default: return (json, "", 0, "no such case")
+        }
+    }
+
+    @Test(
+        "messages:send refuses each malformed message with 400 INVALID_ARGUMENT",
+        arguments: [
+            "valid", "text/plain", "no message", "unknown top-level field", "unknown message field", "no target", "two targets", "a number in data",
+            "a reserved data key", "ttl as a number", "ttl without its unit", "priority urgent", "priority lower-case", "collapse_key as a number",
+            "an apns header as a number",
+        ])
+    func messages(_ name: String) async throws {
+        let fcm = LocalFCM()
+        let http = try http()
+        let expected = Self.send(name, token: FCMSenderTests.token)
+        let answer = try await serveLocally(fcm.router, tls: tls) { base in
+            let grant = try Self.grant("valid", fcm, aud: "\(base)/token")
+            _ = try fcm.credentialsFile(in: tls.directory, base: base)
+            let token = try await StandInRequests.post("\(base)/token", headers: [("content-type", grant.contentType)], body: grant.form, http: http)
+            let access = try #require(token.string("access_token"))
+            return try await StandInRequests.post(
+                "\(base)/v1/projects/\(fcm.project)/messages:send", headers: [("authorization", "Bearer \(access)"), ("content-type", expected.contentType)],
+                body: expected.body, http: http)
+        }
+        #expect(answer.status == expected.status, "\(name): \(answer.body)")
+        #expect(answer.string("error.status") == expected.code, "\(name): \(answer.body)")
+        #expect(fcm.received.withLockedValue { $0.count } == (expected.status == 200 ? 1 : 0))
+    }
+
+    @Test("messages:send wants the Bearer access token the endpoint issued")
+    func bearer() async throws {
+        let fcm = LocalFCM()
+        let http = try http()
+        let body = String(buffer: FCMSender.payload(FCMSenderTests.message, token: FCMSenderTests.token))
+        let answers = try await serveLocally(fcm.router, tls: tls) { base in
+            var answers: [StandInRequests.Answer] = []
+            for headers in [[("content-type", "application/json")], [("authorization", "Bearer ya29.made-up"), ("content-type", "application/json")]] {
+                answers.append(try await StandInRequests.post("\(base)/v1/projects/\(fcm.project)/messages:send", headers: headers, body: body, http: http))
+            }
+            return answers
+        }
+        #expect(answers.map(\.status) == [401, 401])
+        #expect(answers.map { $0.string("error.status") } == ["UNAUTHENTICATED", "UNAUTHENTICATED"])
     }
 }
