@@ -35,8 +35,8 @@ struct APNsSenderTests {
 
     @Test("an accepted push: a valid provider token, APNs' headers, the alert and the deep link as a top-level key; the token is reused")
     func accepted() async throws {
-        let apns = LocalAPNs()
         let clock = NIOLockedValueBox(Date())
+        let apns = LocalAPNs(now: { clock.withLockedValue { $0 } })
         try await serveLocally(apns.router, tls: tls) { base in
             let sender = try sender(apns, base, now: { clock.withLockedValue { $0 } })
             for _ in 0..<3 { #expect(await sender.send(Self.message, to: Self.target) == .sent) }
@@ -45,7 +45,7 @@ struct APNsSenderTests {
         }
         #expect(apns.violations.withLockedValue { $0 }.isEmpty)
         let received = apns.received.withLockedValue { $0 }
-        #expect(received.count == 4)
+        try #require(received.count == 4)
         #expect(Set(received.prefix(3).map(\.providerToken)).count == 1, "a provider token is reused for 40 minutes")
         #expect(received[3].providerToken != received[0].providerToken, "and replaced after")
         let first = try #require(received.first)
@@ -80,8 +80,8 @@ struct APNsSenderTests {
 
     @Test("403 ExpiredProviderToken: a token at least 20 minutes old is replaced and the push sent at once; a younger one waits")
     func expiredProviderToken() async throws {
-        let apns = LocalAPNs()
         let clock = NIOLockedValueBox(Date())
+        let apns = LocalAPNs(now: { clock.withLockedValue { $0 } })
         try await serveLocally(apns.router, tls: tls) { base in
             let sender = try sender(apns, base, now: { clock.withLockedValue { $0 } })
             #expect(await sender.send(Self.message, to: Self.target) == .sent)
