@@ -78,14 +78,14 @@ struct APNsSender: PushSender {
         return Self.outcome(status: status, headers: headers, body: body)
     }
 
-    /// The display alert, the deep link as a top-level key beside `aps`, and the ids the app routes by.
+    /// The display alert, and beside `aps` the contract's `type`, the deep link and the ids the app routes by.
     static func payload(_ message: PushMessage) -> ByteBuffer {
         var writer = JSONWriter(capacity: 512)
         writer.raw(#"{"aps":{"alert":{"title":"#)
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"sound":"default","thread-id":"recall"},"deep_link":"#)
+        writer.raw(#"},"sound":"default","thread-id":"recall"},"type":"recall","deep_link":"#)
         writer.string(message.deepLink)
         writer.raw(#","recall_id":"#)
         writer.string(message.recallID.uuidString.lowercased())

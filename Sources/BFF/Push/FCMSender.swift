@@ -90,8 +90,8 @@ struct FCMSender: PushSender {
         }
     }
 
-    /// A notification message (shown by the system, no app code needed), the deep link and ids as
-    /// `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
+    /// A notification message (shown by the system, no app code needed), the contract's `type`, the
+    /// deep link and ids as `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
     static func payload(_ message: PushMessage, token: String?) -> ByteBuffer {
         let recall = message.recallID.uuidString.lowercased()
         let ttl = max(0, Int(message.expiresAt.timeIntervalSinceNow))
@@ -106,7 +106,7 @@ struct FCMSender: PushSender {
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"data":{"deep_link":"#)
+        writer.raw(#"},"data":{"type":"recall","deep_link":"#)
         writer.string(message.deepLink)
         writer.raw(#","recall_id":"#)
         writer.string(recall)

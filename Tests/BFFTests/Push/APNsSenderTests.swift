@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import StandIns
 import Testing
 
@@ -51,6 +52,13 @@ struct APNsSenderTests {
         let first = try #require(received.first)
         #expect(first.headers["apns-collapse-id"] == Self.recallID.uuidString.lowercased())
         #expect(first.payload["deep_link"] as? String == "learnapp://chats/\(Self.chatID.uuidString.lowercased())?recall=\(Self.recallID.uuidString.lowercased())")
+    }
+
+    @Test("a recall push carries the contract's data key type: recall, a custom key beside aps")
+    func recallType() throws {
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(buffer: APNsSender.payload(Self.message))) as? [String: Any])
+        #expect(payload["type"] as? String == "recall")
+        #expect((payload["aps"] as? [String: Any])?["type"] == nil)
     }
 
     @Test(

@@ -37,7 +37,7 @@ struct FCMSenderTests {
         return .refuse(status: status, reason: #"{"error":{"code":\#(status),"message":"m","status":"\#(code)","details":[\#(details.joined(separator: ","))]}}"#)
     }
 
-    @Test("an accepted message: one access token for many sends, the deep link in data, priority HIGH, a collapse key per recall")
+    @Test("an accepted message: one access token for many sends, the deep link and type: recall in data, priority HIGH, a collapse key per recall")
     func accepted() async throws {
         let fcm = LocalFCM()
         try await serveLocally(fcm.router, tls: tls) { base in
@@ -56,6 +56,7 @@ struct FCMSenderTests {
                 == "learnapp://chats/\(Self.chatID.uuidString.lowercased())?recall=\(Self.recallID.uuidString.lowercased())")
         #expect((body["android"] as? [String: Any])?["collapse_key"] as? String == Self.recallID.uuidString.lowercased())
         #expect((body["android"] as? [String: Any])?["priority"] as? String == "HIGH")
+        #expect((body["data"] as? [String: Any])?["type"] as? String == "recall")
     }
 
     @Test(
