@@ -13,7 +13,7 @@ struct APNsSenderTests {
     static let deviceToken = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
     static let recallID = UUID()
     static let chatID = UUID()
-    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let target = PushTarget(token: deviceToken, provider: .apns)
 
     let tls: LocalTLS

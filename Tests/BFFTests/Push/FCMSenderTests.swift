@@ -12,7 +12,7 @@ struct FCMSenderTests {
     static let token = "dXk8:APA91bH" + String(repeating: "q", count: 140)
     static let recallID = UUID()
     static let chatID = UUID()
-    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let target = PushTarget(token: token, provider: .fcm)
 
     let tls: LocalTLS

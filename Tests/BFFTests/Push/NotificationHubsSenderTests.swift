@@ -9,7 +9,7 @@ import Testing
 /// and the platform payloads.
 @Suite("Notification Hubs sender", .timeLimit(.minutes(3)))
 struct NotificationHubsSenderTests {
-    static let message = RecallDelivery.message(recallID: UUID(), chatID: UUID(), chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: UUID(), chatID: UUID(), topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let apns = PushTarget(token: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad", provider: .apns)
     static let fcm = PushTarget(token: "dXk8:APA91bH" + String(repeating: "q", count: 140), provider: .fcm)
 
