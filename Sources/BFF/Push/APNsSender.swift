@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import BFFWire
 import Crypto
 import Foundation
+import JWTKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -45,9 +46,15 @@ struct APNsSender: PushSender {
     }
 
     private func attempt(_ message: PushMessage, to target: PushTarget) async -> PushOutcome {
+        let providerToken: String
+        do {
+            providerToken = try await tokens.current()
+        } catch {
+            return .configurationError("the provider token cannot be signed: \(LoggableError.describe(error))")
+        }
         var request = HTTPClientRequest(url: "\(configuration.baseURL)/3/device/\(target.token)")
         request.method = .POST
-        request.headers.add(name: "authorization", value: "bearer \(tokens.current())")
+        request.headers.add(name: "authorization", value: "bearer \(providerToken)")
         request.headers.add(name: "apns-topic", value: configuration.topic)
         request.headers.add(name: "apns-push-type", value: "alert")
         request.headers.add(name: "apns-priority", value: "10")
@@ -71,14 +78,14 @@ struct APNsSender: PushSender {
         return Self.outcome(status: status, headers: headers, body: body)
     }
 
-    /// The display alert, the deep link as a top-level key beside `aps`, and the ids the app routes by.
+    /// The display alert, and beside `aps` the contract's `type`, the deep link and the ids the app routes by.
     static func payload(_ message: PushMessage) -> ByteBuffer {
         var writer = JSONWriter(capacity: 512)
         writer.raw(#"{"aps":{"alert":{"title":"#)
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"sound":"default","thread-id":"recall"},"deep_link":"#)
+        writer.raw(#"},"sound":"default","thread-id":"recall"},"type":"recall","deep_link":"#)
         writer.string(message.deepLink)
         writer.raw(#","recall_id":"#)
         writer.string(message.recallID.uuidString.lowercased())
@@ -121,11 +128,17 @@ final class APNsProviderTokens: Sendable {
     static let reuse: TimeInterval = 40 * 60
     static let minimumAge: TimeInterval = 20 * 60
 
+    /// A token being signed or signed, and the time it carries.
+    private struct Issued: Sendable {
+        let token: Task<String, any Error>
+        let issuedAt: Date
+    }
+
     private let keyID: String
     private let teamID: String
     private let key: P256.Signing.PrivateKey
     private let now: @Sendable () -> Date
-    private let cached = NIOLockedValueBox<(token: String, issuedAt: Date)?>(nil)
+    private let cached = NIOLockedValueBox<Issued?>(nil)
 
     init(keyID: String, teamID: String, key: P256.Signing.PrivateKey, now: @escaping @Sendable () -> Date) {
         self.keyID = keyID
@@ -134,13 +147,21 @@ final class APNsProviderTokens: Sendable {
         self.now = now
     }
 
-    func current() -> String {
+    /// The cached token, or a new one when it is 40 minutes old; the pushes asking meanwhile share its signing.
+    func current() async throws -> String {
         let now = now()
-        return cached.withLockedValue { cached in
-            if let cached, now.timeIntervalSince(cached.issuedAt) < Self.reuse { return cached.token }
-            let token = sign(at: now)
-            cached = (token, now)
-            return token
+        let issued = cached.withLockedValue { cached in
+            if let cached, now.timeIntervalSince(cached.issuedAt) < Self.reuse { return cached }
+            let fresh = Issued(token: sign(at: now), issuedAt: now)
+            cached = fresh
+            return fresh
+        }
+        do {
+            return try await issued.token.value
+        } catch {
+            // The next push signs again rather than meet this failure for 40 minutes.
+            cached.withLockedValue { if $0?.token == issued.token { $0 = nil } }
+            throw error
         }
     }
 
@@ -151,17 +172,17 @@ final class APNsProviderTokens: Sendable {
             if let cached, now.timeIntervalSince(cached.issuedAt) < Self.minimumAge {
                 return .tooSoon(.seconds(Self.minimumAge - now.timeIntervalSince(cached.issuedAt)))
             }
-            cached = (sign(at: now), now)
+            cached = Issued(token: sign(at: now), issuedAt: now)
             return .renewed
         }
     }
 
-    private func sign(at date: Date) -> String {
-        let header = Base64URL.encode(Array(#"{"alg":"ES256","kid":"\#(keyID)"}"#.utf8))
-        let claims = Base64URL.encode(Array(#"{"iss":"\#(teamID)","iat":\#(Int64(date.timeIntervalSince1970))}"#.utf8))
-        let input = "\(header).\(claims)"
-        // ES256 in a JWT is the raw r||s pair (RFC 7518 §3.4), which is CryptoKit's raw representation.
-        let signature = (try? key.signature(for: Data(input.utf8)).rawRepresentation) ?? Data()
-        return "\(input).\(Base64URL.encode(signature))"
+    /// ES256 with the key id in the header and the team as `iss`; `iat` in whole seconds.
+    private func sign(at date: Date) -> Task<String, any Error> {
+        Task { [keyID, teamID, key] in
+            let kid = JWKIdentifier(string: keyID)
+            let keys = await JWTKeyCollection().add(ecdsa: try ES256PrivateKey(backing: key), kid: kid)
+            return try await keys.sign(APNsProviderClaims(iss: teamID, iat: WholeSeconds(date)), kid: kid)
+        }
     }
 }

@@ -1,6 +1,7 @@
 import AsyncHTTPClient
 import BFFWire
 import Foundation
+import JWTKit
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
@@ -40,8 +41,9 @@ struct FCMSender: PushSender {
         guard let account = try? JSONDecoder().decode(ServiceAccount.self, from: data) else {
             throw ConfigurationError("BFF_FCM_CREDENTIALS_FILE", "is not a service account's JSON key (project_id, private_key, client_email, token_uri)")
         }
-        guard let key = try? _RSA.Signing.PrivateKey(pemRepresentation: account.privateKey) else {
-            throw ConfigurationError("BFF_FCM_CREDENTIALS_FILE", "its private_key is not a PEM RSA key")
+        guard let pem = try? _RSA.Signing.PrivateKey(pemRepresentation: account.privateKey), let key = try? JWTKit.Insecure.RSA.PrivateKey(backing: pem)
+        else {
+            throw ConfigurationError("BFF_FCM_CREDENTIALS_FILE", "its private_key is not a PEM RSA key of at least 2048 bits")
         }
         guard let tokenURL = URL(string: account.tokenURI), tokenURL.scheme == "https" else {
             throw ConfigurationError("BFF_FCM_CREDENTIALS_FILE", "its token_uri must be an https URL")
@@ -88,8 +90,8 @@ struct FCMSender: PushSender {
         }
     }
 
-    /// A notification message (shown by the system, no app code needed), the deep link and ids as
-    /// `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
+    /// A notification message (shown by the system, no app code needed), the contract's `type`, the
+    /// deep link and ids as `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
     static func payload(_ message: PushMessage, token: String?) -> ByteBuffer {
         let recall = message.recallID.uuidString.lowercased()
         let ttl = max(0, Int(message.expiresAt.timeIntervalSinceNow))
@@ -104,7 +106,7 @@ struct FCMSender: PushSender {
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"data":{"deep_link":"#)
+        writer.raw(#"},"data":{"type":"recall","deep_link":"#)
         writer.string(message.deepLink)
         writer.raw(#","recall_id":"#)
         writer.string(recall)
@@ -180,13 +182,13 @@ final class FCMAccessTokens: Sendable {
     static let scope = "https://www.googleapis.com/auth/firebase.messaging"
 
     private let account: FCMSender.ServiceAccount
-    private let key: _RSA.Signing.PrivateKey
+    private let key: JWTKit.Insecure.RSA.PrivateKey
     private let http: HTTPClient
     private let now: @Sendable () -> Date
     private let rejected = NIOLockedValueBox<String?>(nil)
     private let shared: SharedFetch<AccessToken>
 
-    init(account: FCMSender.ServiceAccount, key: _RSA.Signing.PrivateKey, http: HTTPClient, now: @escaping @Sendable () -> Date) {
+    init(account: FCMSender.ServiceAccount, key: JWTKit.Insecure.RSA.PrivateKey, http: HTTPClient, now: @escaping @Sendable () -> Date) {
         self.account = account
         self.key = key
         self.http = http
@@ -213,31 +215,26 @@ final class FCMAccessTokens: Sendable {
         rejected.withLockedValue { $0 = token }
     }
 
+    /// The grant's RS256 JWT: `iat` and `exp` in whole seconds, an hour apart, as Google allows at most.
+    static func assertion(account: FCMSender.ServiceAccount, key: JWTKit.Insecure.RSA.PrivateKey, issuedAt: Date) async throws -> String {
+        let kid = account.privateKeyID.map { JWKIdentifier(string: $0) }
+        let keys = await JWTKeyCollection().add(rsa: key, digestAlgorithm: .sha256, kid: kid)
+        let claims = GoogleAssertionClaims(
+            iss: account.clientEmail, scope: FCMAccessTokens.scope, aud: account.tokenURI,
+            iat: WholeSeconds(issuedAt), exp: WholeSeconds(issuedAt.addingTimeInterval(3600)))
+        return try await keys.sign(claims, kid: kid)
+    }
+
     private struct FetchContext: Sendable {
         let account: FCMSender.ServiceAccount
-        let key: _RSA.Signing.PrivateKey
+        let key: JWTKit.Insecure.RSA.PrivateKey
         let http: HTTPClient
         let now: @Sendable () -> Date
 
         /// RFC 7523: a JWT signed by the service account's key is the grant.
         func fetch() async throws -> AccessToken {
             let issued = now()
-            let header = Base64URL.encode(Array(#"{"alg":"RS256","typ":"JWT"\#(account.privateKeyID.map { #","kid":"\#($0)""# } ?? "")}"#.utf8))
-            var claims = JSONWriter(capacity: 256)
-            claims.raw(#"{"iss":"#)
-            claims.string(account.clientEmail)
-            claims.raw(#","scope":"#)
-            claims.string(FCMAccessTokens.scope)
-            claims.raw(#","aud":"#)
-            claims.string(account.tokenURI)
-            claims.raw(#","iat":"#)
-            claims.string(String(Int64(issued.timeIntervalSince1970)))
-            claims.raw(#","exp":"#)
-            claims.string(String(Int64(issued.timeIntervalSince1970) + 3600))
-            claims.raw("}")
-            let input = "\(header).\(Base64URL.encode(claims.buffer.readableBytesView))"
-            let signature = try key.signature(for: Data(input.utf8), padding: .insecurePKCS1v1_5)
-            let assertion = "\(input).\(Base64URL.encode(signature.rawRepresentation))"
+            let assertion = try await FCMAccessTokens.assertion(account: account, key: key, issuedAt: issued)
             var request = HTTPClientRequest(url: account.tokenURI)
             request.method = .POST
             request.headers.add(name: "content-type", value: "application/x-www-form-urlencoded")
@@ -245,7 +242,10 @@ final class FCMAccessTokens: Sendable {
             let response = try await http.execute(request, timeout: .seconds(10), span: "google oauth token")
             let body = try await response.body.collect(upTo: 64 * 1024)
             guard response.status == .ok else {
-                let described = "the OAuth token endpoint answered \(response.status.code)"
+                // RFC 6749 §5.2's `error` (invalid_grant, invalid_scope, …) says which; its description may quote the request.
+                struct Refusal: Decodable { let error: String }
+                let code = (try? JSONDecoder().decode(Refusal.self, from: Data(buffer: body))).map { " \($0.error.prefix(64))" } ?? ""
+                let described = "the OAuth token endpoint answered \(response.status.code)\(code)"
                 // The account or its key refused: no retry helps until an operator acts.
                 if response.status.code == 400 || response.status.code == 401 || response.status.code == 403 {
                     throw Failure.outcome(.configurationError(described))

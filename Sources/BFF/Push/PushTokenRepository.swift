@@ -35,14 +35,23 @@ struct PushTokenRepository: Sendable {
                   AND updated_at > now() - \(Int(Self.refreshAfter.components.seconds)) * interval '1 second'
                 """, logger: database.logger)
             for try await _ in current { return }
-            // Two registrations of one token by two accounts at once: the second waits for the first's
-            // row lock on the unique index and then finds the token moved; retried once on a race the
-            // index reports instead.
+            // Two registrations of one token by two accounts at once: the second's insert waits on the
+            // first's uncommitted row in the unique index and fails once it commits; a second
+            // transaction then sees that row, moves the token and stores it.
             do {
                 try await store(registration, userID: userID, client: client)
-            } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23505" {
+            } catch  where Self.isUniqueViolation(error) {
                 try await store(registration, userID: userID, client: client)
             }
+        }
+    }
+
+    /// 23505, also when `withTransaction` wrapped it in a `PostgresTransactionError`.
+    static func isUniqueViolation(_ error: any Error) -> Bool {
+        switch error {
+        case let error as PostgresTransactionError: error.cause.map(isUniqueViolation) ?? false
+        case let error as PSQLError: error.serverInfo?[.sqlState] == "23505"
+        default: false
         }
     }
 

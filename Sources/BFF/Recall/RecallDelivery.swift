@@ -104,15 +104,19 @@ public struct RecallDelivery: Sendable {
         let provider = PushTokenRegistration.Provider(rawValue: args.provider) ?? .fcm
         let route = senders.notificationHubs == nil ? provider.rawValue : "notification-hubs"
         let logger = Self.logger(self.logger, recallID: args.recallID, service: route)
-        let current: (status: String, dueAt: Date, chatID: UUID, title: String, registered: Bool)? = try await database.run { client in
+        // The catalogue's name for what the chat is about, never the chat's title: that is the
+        // learner's own words (by default their first message's start), and a push shows on a lock screen.
+        let current: (status: String, dueAt: Date, chatID: UUID, topic: String?, registered: Bool)? = try await database.run { client in
             for try await row in try await client.query(
                 """
-                SELECT r.status, r.due_at, r.chat_id, c.title,
+                SELECT r.status, r.due_at, r.chat_id, coalesce(t.name, s.name),
                        EXISTS (SELECT 1 FROM push_tokens p WHERE p.user_id = r.user_id AND p.token = \(args.token))
                 FROM recalls r JOIN chats c ON c.id = r.chat_id AND c.user_id = r.user_id
+                LEFT JOIN topics t ON t.id = c.topic_id
+                LEFT JOIN subjects s ON s.id = c.subject_id
                 WHERE r.id = \(args.recallID) AND r.user_id = \(userID)
                 """, logger: logger
-            ).decode((String, Date, UUID, String, Bool).self) {
+            ).decode((String, Date, UUID, String?, Bool).self) {
                 return (row.0, row.1, row.2, row.3, row.4)
             }
             return nil
@@ -121,7 +125,7 @@ public struct RecallDelivery: Sendable {
         guard let sender = senders.sender(for: provider) else {
             throw JobFailure.snooze("no push service is configured for \(provider.rawValue) tokens", after: .seconds(600))
         }
-        let message = Self.message(recallID: args.recallID, chatID: current.chatID, chatTitle: current.title, deepLinkBase: deepLinkBase, now: now())
+        let message = Self.message(recallID: args.recallID, chatID: current.chatID, topic: current.topic, deepLinkBase: deepLinkBase, now: now())
         let outcome = await sender.send(message, to: PushTarget(token: args.token, provider: provider))
         switch outcome {
         case .sent:
@@ -170,12 +174,13 @@ public struct RecallDelivery: Sendable {
         return logger
     }
 
-    /// The display notification: in Japanese, the chat's title and nothing else of it, and the deep link.
-    static func message(recallID: UUID, chatID: UUID, chatTitle: String, deepLinkBase: String, now: Date) -> PushMessage {
+    /// The display notification, in Japanese: the chat's topic or subject by its catalogue name (a
+    /// fixed line for a chat with neither), nothing the learner wrote, and the deep link.
+    static func message(recallID: UUID, chatID: UUID, topic: String?, deepLinkBase: String, now: Date) -> PushMessage {
         let chat = chatID.uuidString.lowercased(), recall = recallID.uuidString.lowercased()
         return PushMessage(
             title: "復習の時間です",
-            body: "「\(chatTitle)」をもう一度説明してみよう",
+            body: topic.map { "「\($0)」をもう一度説明してみよう" } ?? "前に学んだことをもう一度説明してみよう",
             deepLink: "\(deepLinkBase)chats/\(chat)?recall=\(recall)",
             collapseID: recall, recallID: recallID, chatID: chatID,
             expiresAt: now.addingTimeInterval(86_400))

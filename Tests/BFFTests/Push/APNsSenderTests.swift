@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import NIOConcurrencyHelpers
+import NIOCore
 import StandIns
 import Testing
 
@@ -12,7 +13,7 @@ struct APNsSenderTests {
     static let deviceToken = "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad"
     static let recallID = UUID()
     static let chatID = UUID()
-    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let target = PushTarget(token: deviceToken, provider: .apns)
 
     let tls: LocalTLS
@@ -35,8 +36,8 @@ struct APNsSenderTests {
 
     @Test("an accepted push: a valid provider token, APNs' headers, the alert and the deep link as a top-level key; the token is reused")
     func accepted() async throws {
-        let apns = LocalAPNs()
         let clock = NIOLockedValueBox(Date())
+        let apns = LocalAPNs(now: { clock.withLockedValue { $0 } })
         try await serveLocally(apns.router, tls: tls) { base in
             let sender = try sender(apns, base, now: { clock.withLockedValue { $0 } })
             for _ in 0..<3 { #expect(await sender.send(Self.message, to: Self.target) == .sent) }
@@ -45,12 +46,19 @@ struct APNsSenderTests {
         }
         #expect(apns.violations.withLockedValue { $0 }.isEmpty)
         let received = apns.received.withLockedValue { $0 }
-        #expect(received.count == 4)
+        try #require(received.count == 4)
         #expect(Set(received.prefix(3).map(\.providerToken)).count == 1, "a provider token is reused for 40 minutes")
         #expect(received[3].providerToken != received[0].providerToken, "and replaced after")
         let first = try #require(received.first)
         #expect(first.headers["apns-collapse-id"] == Self.recallID.uuidString.lowercased())
         #expect(first.payload["deep_link"] as? String == "learnapp://chats/\(Self.chatID.uuidString.lowercased())?recall=\(Self.recallID.uuidString.lowercased())")
+    }
+
+    @Test("a recall push carries the contract's data key type: recall, a custom key beside aps")
+    func recallType() throws {
+        let payload = try #require(try JSONSerialization.jsonObject(with: Data(buffer: APNsSender.payload(Self.message))) as? [String: Any])
+        #expect(payload["type"] as? String == "recall")
+        #expect((payload["aps"] as? [String: Any])?["type"] == nil)
     }
 
     @Test(
@@ -80,8 +88,8 @@ struct APNsSenderTests {
 
     @Test("403 ExpiredProviderToken: a token at least 20 minutes old is replaced and the push sent at once; a younger one waits")
     func expiredProviderToken() async throws {
-        let apns = LocalAPNs()
         let clock = NIOLockedValueBox(Date())
+        let apns = LocalAPNs(now: { clock.withLockedValue { $0 } })
         try await serveLocally(apns.router, tls: tls) { base in
             let sender = try sender(apns, base, now: { clock.withLockedValue { $0 } })
             #expect(await sender.send(Self.message, to: Self.target) == .sent)

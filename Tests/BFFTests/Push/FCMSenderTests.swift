@@ -12,7 +12,7 @@ struct FCMSenderTests {
     static let token = "dXk8:APA91bH" + String(repeating: "q", count: 140)
     static let recallID = UUID()
     static let chatID = UUID()
-    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: recallID, chatID: chatID, topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let target = PushTarget(token: token, provider: .fcm)
 
     let tls: LocalTLS
@@ -37,7 +37,7 @@ struct FCMSenderTests {
         return .refuse(status: status, reason: #"{"error":{"code":\#(status),"message":"m","status":"\#(code)","details":[\#(details.joined(separator: ","))]}}"#)
     }
 
-    @Test("an accepted message: one access token for many sends, the deep link in data, priority HIGH, a collapse key per recall")
+    @Test("an accepted message: one access token for many sends, the deep link and type: recall in data, priority HIGH, a collapse key per recall")
     func accepted() async throws {
         let fcm = LocalFCM()
         try await serveLocally(fcm.router, tls: tls) { base in
@@ -55,6 +55,8 @@ struct FCMSenderTests {
             (body["data"] as? [String: Any])?["deep_link"] as? String
                 == "learnapp://chats/\(Self.chatID.uuidString.lowercased())?recall=\(Self.recallID.uuidString.lowercased())")
         #expect((body["android"] as? [String: Any])?["collapse_key"] as? String == Self.recallID.uuidString.lowercased())
+        #expect((body["android"] as? [String: Any])?["priority"] as? String == "HIGH")
+        #expect((body["data"] as? [String: Any])?["type"] as? String == "recall")
     }
 
     @Test(
@@ -106,7 +108,7 @@ struct FCMSenderTests {
         let outcomes = try await serveLocally(refused.router, tls: tls) { base in
             try await sender(refused, base).send(Self.message, to: Self.target)
         }
-        #expect(outcomes == .configurationError("the OAuth token endpoint answered 400"))
+        #expect(outcomes == .configurationError("the OAuth token endpoint answered 400 invalid_grant"))
         let outage = try await serveLocally(down.router, tls: tls) { base in
             try await sender(down, base).send(Self.message, to: Self.target)
         }

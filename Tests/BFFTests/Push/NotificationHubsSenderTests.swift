@@ -9,7 +9,7 @@ import Testing
 /// and the platform payloads.
 @Suite("Notification Hubs sender", .timeLimit(.minutes(3)))
 struct NotificationHubsSenderTests {
-    static let message = RecallDelivery.message(recallID: UUID(), chatID: UUID(), chatTitle: "光合成", deepLinkBase: "learnapp://", now: Date())
+    static let message = RecallDelivery.message(recallID: UUID(), chatID: UUID(), topic: "Photosynthesis", deepLinkBase: "learnapp://", now: Date())
     static let apns = PushTarget(token: "740f4707bebcf74f9b7c25d48e3358945f6aa01da5ddb387462c7eaf61bb78ad", provider: .apns)
     static let fcm = PushTarget(token: "dXk8:APA91bH" + String(repeating: "q", count: 140), provider: .fcm)
 
@@ -39,6 +39,10 @@ struct NotificationHubsSenderTests {
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
         #expect(hubs.received.withLockedValue { $0.map(\.format) } == ["apple", "fcmv1"])
         #expect(hubs.received.withLockedValue { $0.map(\.deviceHandle) } == [Self.apns.token, Self.fcm.token])
+        // The contract's data key in both formats: beside aps, and in the FCM message's data.
+        let payloads = try hubs.received.withLockedValue { $0 }.map { try #require(try JSONSerialization.jsonObject(with: Data($0.payload.utf8)) as? [String: Any]) }
+        #expect(payloads.first?["type"] as? String == "recall")
+        #expect(((payloads.last?["message"] as? [String: Any])?["data"] as? [String: Any])?["type"] as? String == "recall")
     }
 
     @Test("a SAS token signed with another key is refused by the hub: a configuration error")

@@ -1,6 +1,8 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOCore
 import PostgresNIO
 import Testing
 
@@ -89,6 +91,48 @@ struct PushRegistrationTests {
             #expect(try await Self.rows(in: database).count == 1)
             #expect(try await client.call(.post, "/api/v1/push/unregister", as: ben, json: Self.unregistration(token)).status == .noContent)
             #expect(try await Self.rows(in: database).isEmpty)
+        }
+    }
+
+    @Test("two accounts registering one token at once, many times over: every call is 204 and the token keeps exactly one owner")
+    func concurrentRegistrations() async throws {
+        var made: [(Learner, Learner)] = []
+        for _ in 0..<20 { made.append((try await Learner.make(database: database), try await Learner.make(database: database))) }
+        let pairs = made
+        let app = try await makeTestApp(database: database)
+        let database = database
+        try await app.live { client async throws in
+            // Over the server's port with a connection per request: the test client's one connection would queue them.
+            let port = try #require(client.port)
+            let statuses = try await withThrowingTaskGroup(of: [UInt].self) { group in
+                for (index, pair) in pairs.enumerated() {
+                    group.addTask {
+                        let token = Self.fcmToken("race-\(index)")
+                        return try await withThrowingTaskGroup(of: UInt.self) { both in
+                            for learner in [pair.0, pair.1] {
+                                both.addTask {
+                                    var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)/api/v1/push/register")
+                                    request.method = .POST
+                                    request.headers.add(name: "authorization", value: "Bearer \(learner.accessToken)")
+                                    request.headers.add(name: "content-type", value: "application/json")
+                                    request.body = .bytes(ByteBuffer(string: Self.body(token, device: learner.deviceID, platform: "android")))
+                                    return try await HTTPClient.shared.execute(request, timeout: .seconds(20)).status.code
+                                }
+                            }
+                            return try await both.reduce(into: []) { $0.append($1) }
+                        }
+                    }
+                }
+                return try await group.reduce(into: []) { $0 += $1 }
+            }
+            #expect(statuses.count == 40)
+            #expect(statuses.allSatisfy { $0 == 204 }, "\(statuses.filter { $0 != 204 })")
+        }
+        let rows = try await Self.rows(in: database)
+        #expect(rows.count == 20)
+        for (index, pair) in pairs.enumerated() {
+            let owners = rows.filter { $0.token == Self.fcmToken("race-\(index)") }.map(\.user)
+            #expect(owners.count == 1 && [pair.0.id, pair.1.id].contains(owners[0]), "pair \(index): \(owners)")
         }
     }
 

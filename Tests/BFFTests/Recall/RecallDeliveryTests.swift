@@ -120,8 +120,36 @@ struct RecallDeliveryTests {
             for (message, _) in pushes {
                 #expect(message.deepLink == "learnapp://chats/\(chat)?recall=\(recall)")
                 #expect(message.collapseID == recall)
-                #expect(message.body.contains("Forces and motion"))
+                #expect(!message.body.contains("Forces and motion"), "the chat's title is the learner's, never pushed")
                 #expect(message.title == "復習の時間です")
+            }
+        }
+    }
+
+    @Test("the push names the chat's topic, else its subject, else a fixed line, and never the learner's own chat title")
+    func pushTextWithoutTheTitle() async throws {
+        let sender = ScriptedSender()
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
+            // Titles as learners write them (an automatic one is their first message's start).
+            let title = "まいの失恋と宿題の話"
+            let chats = [
+                (#"{"title":"\#(title) 1","subject_id":"physics","topic_id":"physics.forces"}"#, "「Forces and Newton's laws」をもう一度説明してみよう"),
+                (#"{"title":"\#(title) 2","subject_id":"chemistry"}"#, "「Chemistry」をもう一度説明してみよう"),
+                (#"{"title":"\#(title) 3"}"#, "前に学んだことをもう一度説明してみよう"),
+            ]
+            var expected: [UUID: String] = [:]
+            for (json, body) in chats {
+                let chat = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1, chat: json)
+                expected[try #require(UUID(uuidString: chat))] = body
+            }
+            #expect(try await eventually { sender.targets.count == 6 })
+            let pushes = sender.pushes.withLockedValue { $0 }
+            #expect(pushes.count == 6)
+            for (message, target) in pushes {
+                #expect(message.body == expected[message.chatID], "\(target.provider)")
+                #expect(!message.body.contains(title) && !message.title.contains(title))
             }
         }
     }

@@ -40,8 +40,10 @@ struct RecallTests {
     static let evaluation = #"{"score":5,"note":"got it"}"#
 
     /// A chat with one tag, evaluated with `score`; returns the chat's id.
-    static func evaluatedChat(_ client: some TestClientProtocol, _ learner: Learner, _ repository: ChatRepository, score: Int = 5) async throws -> String {
-        let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"Forces and motion"}"#).json["id"] as? String)
+    static func evaluatedChat(
+        _ client: some TestClientProtocol, _ learner: Learner, _ repository: ChatRepository, score: Int = 5, chat json: String = #"{"title":"Forces and motion"}"#
+    ) async throws -> String {
+        let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: json).json["id"] as? String)
         try await repository.attachTag(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), code: "physics.force_implies_motion", mastery: 0.6)
         let body = #"{"score":\#(score)}"#
         let evaluated = try await client.call(.post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: body)
