@@ -174,14 +174,7 @@ struct RecallTests {
         try await withApp { client, repository in
             let port = try #require(client.port)
             @Sendable func send(_ method: HTTPMethod, _ path: String, json: String? = nil) async throws -> UInt {
-                var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
-                request.method = method
-                request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-                if let json {
-                    request.headers.add(name: "Content-Type", value: "application/json")
-                    request.body = .bytes(ByteBuffer(string: json))
-                }
-                return try await HTTPClient.shared.execute(request, timeout: .seconds(20)).status.code
+                try await learner.send(method, port: port, path, json: json)
             }
             var statuses: Set<UInt> = []
             for round in 0..<12 {

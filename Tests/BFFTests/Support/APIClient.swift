@@ -1,7 +1,9 @@
+import AsyncHTTPClient
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
 import NIOCore
+import NIOHTTP1
 import Testing
 
 @testable import BFF
@@ -21,6 +23,19 @@ struct Learner: Sendable {
     }
 
     var headers: HTTPFields { [.authorization: "Bearer \(accessToken)", .contentType: "application/json"] }
+
+    /// `method path` as this learner over a connection of its own (async-http-client), for requests
+    /// sent beside another that is still running; answers the status.
+    func send(_ method: HTTPMethod, port: Int, _ path: String, json: String? = nil, timeout: TimeAmount = .seconds(20)) async throws -> UInt {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.method = method
+        request.headers.add(name: "Authorization", value: "Bearer \(accessToken)")
+        if let json {
+            request.headers.add(name: "Content-Type", value: "application/json")
+            request.body = .bytes(ByteBuffer(string: json))
+        }
+        return try await HTTPClient.shared.execute(request, timeout: timeout).status.code
+    }
 }
 
 extension TestClientProtocol {

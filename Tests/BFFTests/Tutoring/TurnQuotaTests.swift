@@ -36,20 +36,6 @@ struct TurnQuotaTests {
         }
     }
 
-    /// A request of the learner's own, sent beside a stream that is being read; answers its status.
-    static func request(_ method: HTTPMethod, port: Int, _ path: String, as learner: Learner, json: String? = nil) -> Task<UInt, any Error> {
-        Task {
-            var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
-            request.method = method
-            request.headers.add(name: "Authorization", value: "Bearer \(learner.accessToken)")
-            if let json {
-                request.headers.add(name: "Content-Type", value: "application/json")
-                request.body = .bytes(ByteBuffer(string: json))
-            }
-            return try await HTTPClient.shared.execute(request, timeout: .seconds(10)).status.code
-        }
-    }
-
     /// The turns the LLM was asked for (tag extraction aside).
     static func asked(_ llm: LocalLLM) -> Int {
         llm.received.withLockedValue { $0.filter { $0.responseFormat == nil }.count }
@@ -70,7 +56,7 @@ struct TurnQuotaTests {
                 if name == "delta" {
                     deletion.withLockedValue { task in
                         guard task == nil else { return }
-                        task = Self.request(.DELETE, port: port, "/api/v1/chats/\(chatID)", as: learner)
+                        task = Task { try await learner.send(.DELETE, port: port, "/api/v1/chats/\(chatID)") }
                     }
                 }
                 return true
@@ -160,7 +146,7 @@ struct TurnQuotaTests {
                 if name == "delta" {
                     ending.withLockedValue { task in
                         guard task == nil else { return }
-                        task = Self.request(.POST, port: port, "/api/v1/chats/\(chatID)/evaluation", as: learner, json: #"{"score":4}"#)
+                        task = Task { try await learner.send(.POST, port: port, "/api/v1/chats/\(chatID)/evaluation", json: #"{"score":4}"#) }
                     }
                 }
                 return true
