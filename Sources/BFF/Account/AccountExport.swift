@@ -25,8 +25,8 @@ struct AccountExport: Sendable {
     func register(on router: Router<AppRequestContext>) {
         router.on(RouterPath(Self.path), method: Self.method) { _, context in
             let principal = try context.principal()
-            // The account must exist before the first byte: afterwards an error can only cut the body.
-            guard try await exists(principal.userID) else { throw APIError.invalidToken("The account of this token no longer exists.") }
+            // The account must exist before the first byte (afterwards an error can only cut the body):
+            // the lease is taken only for an account that does.
             let taken = try await ExportLease.take(userID: principal.userID, export: self)
             return Response(
                 status: .ok,
@@ -42,13 +42,6 @@ struct AccountExport: Sendable {
                     }
                     await lease.release(export: self)
                 })
-        }
-    }
-
-    private func exists(_ userID: UUID) async throws -> Bool {
-        try await database.run { client in
-            for try await _ in try await client.query("SELECT 1 FROM users WHERE id = \(userID)", logger: logger) { return true }
-            return false
         }
     }
 
@@ -140,7 +133,7 @@ struct AccountExport: Sendable {
     }
 
     /// The learner's one running export (`account_export_leases`): taken before the first byte
-    /// (429 `rate_limited` while another runs), renewed as pages are read, released at the end or on
+    /// (401 for an account that no longer exists, 429 `rate_limited` while another export runs), renewed as pages are read, released at the end or on
     /// failure; a crashed server's lease runs out after `duration`.
     struct ExportLease: Sendable {
         let userID: UUID
@@ -152,18 +145,24 @@ struct AccountExport: Sendable {
 
         static func take(userID: UUID, export: AccountExport) async throws -> ExportLease {
             let lease = ExportLease(userID: userID)
-            let taken: Bool = try await export.database.run { client in
-                for try await _ in try await client.query(
+            // One round trip: whether the account exists, and the lease for it.
+            let (exists, taken) = try await export.database.run { client in
+                for try await row in try await client.query(
                     """
-                    INSERT INTO account_export_leases (user_id, holder, lease_until)
-                    VALUES (\(userID), \(lease.holder), now() + make_interval(secs => \(duration)))
-                    ON CONFLICT (user_id) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
-                    WHERE account_export_leases.lease_until < now()
-                    RETURNING 1
-                    """, logger: export.logger)
-                { return true }
-                return false
+                    WITH account AS (SELECT id FROM users WHERE id = \(userID)),
+                    taken AS (
+                        INSERT INTO account_export_leases (user_id, holder, lease_until)
+                        SELECT id, \(lease.holder), now() + make_interval(secs => \(duration)) FROM account
+                        ON CONFLICT (user_id) DO UPDATE SET holder = excluded.holder, lease_until = excluded.lease_until
+                        WHERE account_export_leases.lease_until < now()
+                        RETURNING 1
+                    )
+                    SELECT EXISTS (SELECT 1 FROM account), EXISTS (SELECT 1 FROM taken)
+                    """, logger: export.logger
+                ).decode((Bool, Bool).self) { return row }
+                return (false, false)
             }
+            guard exists else { throw APIError.invalidToken("The account of this token no longer exists.") }
             guard taken else { throw APIError.rateLimited(retryAfter: 30, subject: "exports at once; one is still running") }
             return lease
         }
