@@ -145,7 +145,7 @@ func benchRegister(_ options: Options) async throws {
     let server = try options.string("server")
     let url = try DatabaseURL(parsing: try options.string("database"))
     let logger = benchLogger()
-    let configuration = try AppConfiguration(environment: ProcessInfo.processInfo.environment)
+    let configuration = try TokenConfiguration(environment: ProcessInfo.processInfo.environment)
     let database = Database(configuration: url, perEventLoopOf: .singleton, timeout: .seconds(30), poolSize: 2, logger: logger)
     let user = UUID()
     let device = "bench-register-\(user.uuidString.prefix(8))"

@@ -206,7 +206,7 @@ func benchTokens(_ options: Options) async throws {
     let out = try options.string("out")
     let lifetime = try options.int("lifetime", default: 3600)
     // The server's own keys, issuer and audience.
-    let configuration = try AppConfiguration(environment: ProcessInfo.processInfo.environment)
+    let configuration = try TokenConfiguration(environment: ProcessInfo.processInfo.environment)
     let tokens = AccessTokens(
         keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
     let now = Date()

@@ -25,6 +25,12 @@ public enum EventLoopGlobalExecutor {
         MultiThreadedEventLoopGroup.singleton.any().execute { job.runSynchronously(on: executor) }
     }
 
+    /// Sets how many event loops NIO's singleton group will have (`BFF_EVENT_LOOPS`); only before
+    /// anything has used the group, which `install` does not.
+    public static func setEventLoopCount(_ count: Int) {
+        NIOSingletons.groupLoopCountSuggestion = count
+    }
+
     /// Installs the runtime's global-enqueue hook; false (and Swift's default pool stays) when
     /// something else has set it, or when this compiler's runtime was not checked against it. Must run
     /// on the main thread before anything starts a task.

@@ -36,7 +36,8 @@ struct Serve: AsyncParsableCommand {
 }
 
 struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply pending database migrations from BFF_MIGRATIONS_DIR.")
+    static let configuration = CommandConfiguration(
+        abstract: "Apply pending database migrations (BFF_MIGRATIONS_DIR; else migrations/ beside bff, else ./migrations). Needs only BFF_DATABASE_URL.")
 
     func run() async throws {
         try await runReportingFailures {
@@ -47,10 +48,10 @@ struct Migrate: AsyncParsableCommand {
 }
 
 struct Version: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Print the version.")
+    static let configuration = CommandConfiguration(abstract: "Print the version and the commit it was built from.")
 
     func run() {
-        print("bff \(Commands.version)")
+        print("bff \(BuildInfo.version) (\(BuildInfo.commit))")
     }
 }
 

@@ -1,5 +1,7 @@
 import ArgumentParser
+import BFF
 import EventLoopExecutor
+import Foundation
 
 #if canImport(Glibc)
 import Glibc
@@ -13,6 +15,16 @@ func runCommand() async {
 
 // A log reader that goes away (a closed pipe) must not end the server: its lines are dropped.
 signal(SIGPIPE, SIG_IGN)
+
+// Before anything starts NIO's loops: their count is fixed when the singleton group is made.
+do {
+    if let loops = try ProcessConfiguration.eventLoops(environment: ProcessInfo.processInfo.environment) {
+        EventLoopGlobalExecutor.setEventLoopCount(loops)
+    }
+} catch {
+    FileHandle.standardError.write(Data("bff: \(error)\n".utf8))
+    exit(2)
+}
 
 // Swift tasks then run on the same event loops as the HTTP server and the PostgreSQL
 // connections: a request no longer hops between NIO's threads and Dispatch's pool at every

@@ -22,30 +22,30 @@ struct APIService: APIProtocol {
     let openAPIDocument: Data?
 
     init(dependencies: AppDependencies) {
-        health = HealthHandlers(database: dependencies.database, versions: dependencies.migrator.migrations.map(\.version))
+        health = HealthHandlers(dependencies.base)
         auth = dependencies.auth
         chats = dependencies.chats
         chatCreation = ChatCreation(database: dependencies.database, repository: chats)
-        settings = SettingsRepository(database: dependencies.database, recalls: dependencies.recalls)
+        settings = SettingsRepository(database: dependencies.database, recalls: dependencies.features.recalls)
         pushTokens = PushTokenRepository(database: dependencies.database)
-        recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.recalls)
-        subscriptions = dependencies.subscriptionSync.store
+        recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.features.recalls)
+        subscriptions = dependencies.features.subscriptionSync.store
         turns = ChatTurn(
-            database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.llm,
+            database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.features.llm,
             quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), drain: dependencies.drain,
             logger: dependencies.logger)
-        purchases = PurchaseVerification(sync: dependencies.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
+        purchases = PurchaseVerification(sync: dependencies.features.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
         inbox = RevenueCatInbox(database: dependencies.database, logger: dependencies.logger)
         accountDeletion = AccountDeletion(
             database: dependencies.database, revokedSessions: dependencies.revokedSessions,
-            removesStoreCustomer: dependencies.configuration.subscriptions.apiKey != nil, logger: dependencies.logger)
+            removesStoreCustomer: dependencies.configuration.features.subscriptions.apiKey != nil, logger: dependencies.logger)
         accountExport = AccountExport(database: dependencies.database, logger: dependencies.logger)
         remoteConfig = dependencies.remoteConfig
         openAPIDocument = dependencies.openAPIDocument
     }
 
     func getHealthz(_ input: Operations.GetHealthz.Input) async throws -> Operations.GetHealthz.Output {
-        .ok(.init(body: .json(.init(status: .ok))))
+        .ok(.init(body: .json(.init(status: .ok, version: BuildInfo.version))))
     }
 
     func getReadyz(_ input: Operations.GetReadyz.Input) async throws -> Operations.GetReadyz.Output {

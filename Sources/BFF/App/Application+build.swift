@@ -9,24 +9,16 @@ import OpenAPIRuntime
 import PostgresNIO
 import ServiceLifecycle
 
-/// What one server process owns, each built once: its configuration, database pool, migrations
-/// and the services the handlers share (the IdP client's discovery and key caches, the chat list's
-/// first-page batcher).
+/// What `bff serve` owns, each built once on top of the job worker's `FeatureServices`: the signing
+/// keys, the sign-in service (the IdP client's discovery and key caches), the chat store (the chat
+/// list's first-page batcher), the remote configuration and the contract it serves.
 public struct AppDependencies: Sendable {
     public let configuration: AppConfiguration
-    public let database: Database
-    public let migrator: Migrator
-    public let logger: Logger
+    public let features: FeatureServices
     public let accessTokens: AccessTokens
     public let revokedSessions: RevokedSessions
     let auth: AuthService
     let chats: ChatRepository
-    let recalls: RecallScheduler
-    let pushSenders: PushSenders
-    /// The tutoring turn's LLM; nil without `BFF_LLM_BASE_URL`.
-    let llm: LLMClient?
-    /// Re-syncs from RevenueCat, and the store they write.
-    let subscriptionSync: SubscriptionSync
     /// The remote app configuration, re-read when its file changes.
     let remoteConfig: RemoteConfigSource
     /// The contract, as `GET /openapi.yaml` serves it; nil when its file cannot be read.
@@ -34,50 +26,34 @@ public struct AppDependencies: Sendable {
     /// Passed by `bff serve` during a drain, before the grace period ends (`DrainDeadline.Clock`).
     public let drain = DrainDeadline()
 
+    public var base: BaseServices { features.base }
+    public var database: Database { features.base.database }
+    public var migrator: Migrator { features.base.migrator }
+    public var logger: Logger { features.base.logger }
+
     public init(configuration: AppConfiguration, logger: Logger) async throws {
-        Observability.bootstrap()
+        let base = try BaseServices(configuration: configuration.base, logger: logger)
+        try self.init(configuration: configuration, features: try FeatureServices(base: base, configuration: configuration.features))
+    }
+
+    init(configuration: AppConfiguration, features: FeatureServices) throws {
         self.configuration = configuration
-        self.logger = logger
-        var dbLogger = logger
-        dbLogger[metadataKey: "component"] = "postgres"
-        // Below info, postgres-nio logs each row it receives (PKCE verifiers, emails) and the
-        // server's error details, which quote key values.
-        dbLogger.logLevel = max(logger.logLevel, .info)
-        self.database = Database(
-            configuration: configuration.database, perEventLoopOf: .singleton, timeout: configuration.databaseTimeout,
-            poolSize: configuration.databasePoolSize, logger: dbLogger)
-        self.migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
-        self.accessTokens = AccessTokens(
-            keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience,
-            lifetime: configuration.accessTTL)
-        self.revokedSessions = RevokedSessions(accessTokenLifetime: configuration.accessTTL)
-        self.auth = AuthService(
-            configuration: configuration,
-            identity: IdentityRepository(database: database),
-            refreshTokens: RefreshTokenStore(
-                database: database, keyRing: configuration.jwtKeys, lifetime: configuration.refreshTTL,
-                reuseInterval: configuration.refreshReuseInterval, logger: logger),
-            accessTokens: accessTokens,
-            revokedSessions: revokedSessions,
-            oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret),
-            logger: logger)
-        self.recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
-        self.chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: recalls)
-        self.pushSenders = try PushSenders(configuration: configuration.push)
-        self.llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile) }
-        self.remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
-        self.openAPIDocument = FileManager.default.contents(atPath: configuration.openAPIFile)
+        self.features = features
+        let database = features.base.database
+        let logger = features.base.logger
+        let tokens = configuration.tokens
+        accessTokens = AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessTTL)
+        revokedSessions = RevokedSessions(accessTokenLifetime: tokens.accessTTL)
+        auth = AuthService(
+            sessions: SessionIssuer(database: database, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
+            redirectURIs: configuration.oidcRedirectURIs,
+            oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret))
+        chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)
+        remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
+        openAPIDocument = FileManager.default.contents(atPath: configuration.openAPIFile)
         if openAPIDocument == nil {
             logger.warning("the contract file cannot be read; GET /openapi.yaml answers 404", metadata: ["file": .string(configuration.openAPIFile)])
         }
-        let subscriptions = configuration.subscriptions
-        self.subscriptionSync = SubscriptionSync(
-            store: SubscriptionStore(database: database, configuration: subscriptions, logger: logger),
-            client: try subscriptions.apiKey.map {
-                try RevenueCatClient(
-                    baseURL: subscriptions.baseURL, apiKey: $0, extraCAFile: configuration.push.outboundCAFile, timeout: subscriptions.timeout)
-            },
-            limiter: RateLimiter(database: database), logger: logger)
     }
 }
 
@@ -100,7 +76,7 @@ public func makeLogger(level: Logger.Level, sink: JSONLogSink = .standardOutput)
 }
 
 /// Builds the HTTP application around `buildRouter`: the server (TLS when configured), the
-/// database pools and the housekeeping and revocation services. The server refuses to start on a
+/// database pools, the admin listener and the job worker, housekeeping and revocation services. The server refuses to start on a
 /// schema behind this build, or when it cannot read the revoked sessions.
 /// `extraRoutes` lets the tests add routes behind the same middleware, each with its operation.
 func buildApplication(
@@ -132,13 +108,19 @@ func buildApplication(
         logger: dependencies.logger)
     for client in dependencies.database.clients { app.addServices(client) }
     let started = StartupGate()
-    if dependencies.configuration.jobs.concurrency > 0 {
-        app.addServices(AppJobs(dependencies).worker(dependencies, started: started))
+    let process = configuration.process
+    if process.jobs.concurrency > 0 {
+        app.addServices(dependencies.features.jobs(retention: process.jobs.retention).worker(dependencies.base, configuration: process.jobs, started: started))
+    }
+    let readiness = HealthHandlers(dependencies.base).readiness
+    app.addServices(HealthSampler(readiness: readiness))
+    if let admin = process.admin {
+        app.addServices(AdminListener.application(admin, readiness: readiness, logger: dependencies.logger))
     }
     let revocations = RevocationWatcher(dependencies: dependencies)
     app.addServices(revocations)
     app.beforeServerStarts {
-        try await dependencies.database.waitUntilReachable(configuration.database)
+        try await dependencies.database.waitUntilReachable(configuration.base.database)
         try await dependencies.migrator.requireCurrent(client: dependencies.database.client)
         // No request is served before the revocations an unexpired access token may belong to are known.
         try await revocations.poll()
@@ -173,7 +155,7 @@ func buildRouter(
     }
     router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
     router.add(middleware: UnescapedHeadersMiddleware())
-    router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.subscriptions.webhookAuthorization))
+    router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.features.subscriptions.webhookAuthorization))
     router.add(
         middleware: AuthenticationMiddleware(
             tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins))
@@ -186,15 +168,6 @@ func buildRouter(
     router.add(middleware: ClientIdentityMiddleware(sightings: DeviceSightings(database: dependencies.database, logger: dependencies.logger)))
     router.add(middleware: OpenAPIContextMiddleware())
 
-    let registry = Observability.registry
-    router.get(RouterPath(OperationTable.operation(id: "getMetrics")!.path)) { _, _ -> Response in
-        var buffer: [UInt8] = []
-        buffer.reserveCapacity(16 * 1024)
-        registry.emit(into: &buffer)
-        return Response(
-            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-            body: .init(byteBuffer: ByteBuffer(bytes: buffer)))
-    }
     // The API reference: its two routes answer 404, which FileMiddleware turns into the file asked
     // for when BFF_API_DOCS_DIR holds it (it takes Hummingbird's HTTPError only).
     let reference = router.group(RouterPath(OperationTable.apiReferencePath))

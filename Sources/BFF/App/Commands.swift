@@ -7,17 +7,15 @@ import ServiceLifecycle
 
 /// What the `bff` subcommands do; the executable only parses arguments and calls these.
 public enum Commands {
-    public static let version = "0.1.0"
-
     /// Runs the HTTP server until SIGTERM/SIGINT, then drains in-flight requests for up to
     /// `BFF_SHUTDOWN_GRACE` seconds and closes the pool.
     public static func serve(environment: [String: String]) async throws {
         let configuration = try AppConfiguration(environment: environment)
         let logger = makeLogger(level: configuration.logLevel)
-        // Before the dependencies: their clients and the router see the process's tracer.
+        // Before the dependencies: their clients and the router see the process's tracer and metrics.
         let telemetry = try Telemetry.start(environment: environment, logger: logger)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
-        dependencies.warnWithoutPushServices()
+        configuration.features.announce(logger, runsJobs: configuration.process.jobs.concurrency > 0)
         let app = try buildApplication(dependencies)
         // Stopped in reverse order: the drain's clock starts first, the exporter outlives the
         // server's drain and sends its spans. What still waits on the LLM after 80 % of the grace
@@ -25,7 +23,7 @@ public enum Commands {
         let clock = DrainDeadline.Clock(deadline: dependencies.drain, after: configuration.shutdownGrace * 0.8, logger: logger)
         let group = ServiceGroup(
             configuration: .init(
-                services: [telemetry, app, clock].compactMap { $0 },
+                services: telemetry + [app, clock],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger
             ).withShutdownGrace(configuration.shutdownGrace))
@@ -39,22 +37,41 @@ public enum Commands {
             "starting",
             metadata: [
                 "address": .string("\(configuration.httpHost):\(configuration.httpPort)"),
-                "version": .string(version),
+                "version": .string(BuildInfo.version),
+                "commit": .string(BuildInfo.commit),
                 "executor": .string(onLoops ? "event-loops" : "swift-default"),
             ])
         try await group.run()
         logger.info("stopped")
     }
 
-    /// Applies pending migrations and returns the versions applied.
+    /// Applies pending migrations and returns the versions applied. Reads only `BFF_DATABASE_URL`
+    /// and the base settings: the migrate Job gets no other secret.
     public static func migrate(environment: [String: String]) async throws -> [Int] {
-        let configuration = try AppConfiguration(environment: environment)
-        let logger = makeLogger(level: configuration.logLevel)
-        let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
-        return try await withDatabase(dependencies.database) { client in
-            try await dependencies.database.waitUntilReachable(configuration.database)
-            return try await dependencies.migrator.migrate(client: client)
+        let base = try operatorServices(environment: environment, quiet: false)
+        return try await withDatabase(base.database) { client in
+            try await base.database.waitUntilReachable(base.configuration.database)
+            return try await base.migrator.migrate(client: client)
         }
+    }
+
+    /// The database and migrations, for the commands that need nothing else; `quiet` ones log only
+    /// warnings, to stderr, since their stdout is their answer.
+    static func operatorServices(environment: [String: String], quiet: Bool = true) throws -> BaseServices {
+        let configuration = try BaseConfiguration(environment: environment)
+        return try BaseServices(configuration: configuration, logger: operatorLogger(configuration, quiet: quiet))
+    }
+
+    /// The database alone: the queue's and the sessions' tools work wherever they are run, with or
+    /// without the migrations' folder.
+    static func operatorDatabase(environment: [String: String]) throws -> Database {
+        Observability.bootstrap()
+        let configuration = try BaseConfiguration(environment: environment)
+        return Database(configuration, logger: operatorLogger(configuration, quiet: true))
+    }
+
+    private static func operatorLogger(_ configuration: BaseConfiguration, quiet: Bool) -> Logger {
+        quiet ? makeLogger(level: .warning, sink: .standardError) : makeLogger(level: configuration.logLevel)
     }
 
     /// Runs `body` with all of the database's pools running, then shuts them down.

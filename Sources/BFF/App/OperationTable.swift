@@ -2,7 +2,7 @@ import HTTPTypes
 
 /// Every operation the server answers and its policy: the contract's operations (a test holds
 /// their ids, methods, paths and security against openapi.yaml), the two it serves natively (the
-/// chat list, the export), and the routes beside the contract (`/metrics`, the API reference).
+/// chat list, the export), and the routes beside the contract (the API reference; metrics are on the admin listener).
 /// The one place where a route's authentication, limits, gate, media types and tracing are
 /// written; the request's operation is resolved once (`OperationResolutionMiddleware`).
 enum OperationTable {
@@ -81,7 +81,6 @@ enum OperationTable {
 
     /// Routes the server answers beside the contract.
     static let beside: [Operation] = [
-        Operation(id: "getMetrics", method: .get, path: "/metrics", policy: .init(access: .anyone, gate: .open, answers: .anything, traced: false)),
         Operation(id: "getAPIReference", method: .get, path: apiReferencePath, policy: .apiReference),
         Operation(id: "getAPIReferenceFile", method: .get, path: apiReferencePath + "/**", policy: .apiReference),
     ]

@@ -14,13 +14,15 @@ struct TokenPair: Sendable, Equatable {
 
 /// Login, refresh, logout and revocation: the identity capability behind the auth operations.
 struct AuthService: Sendable {
-    let configuration: AppConfiguration
-    let identity: IdentityRepository
-    let refreshTokens: RefreshTokenStore
-    let accessTokens: AccessTokens
-    let revokedSessions: RevokedSessions
+    let sessions: SessionIssuer
+    /// `BFF_OIDC_REDIRECT_URIS`: where the IdP may send the learner back to.
+    let redirectURIs: Set<String>
     let oidc: OIDCClient
-    let logger: Logger
+
+    var identity: IdentityRepository { sessions.identity }
+    var refreshTokens: RefreshTokenStore { sessions.refreshTokens }
+    var revokedSessions: RevokedSessions { sessions.revokedSessions }
+    var logger: Logger { sessions.logger }
     static let loginLifetime: TimeInterval = 600
 
     static func validDeviceID(_ id: String) -> Bool {
@@ -36,7 +38,7 @@ struct AuthService: Sendable {
     func start(
         deviceID: String, redirectURI: String, codeChallenge: String, reauthenticate: Bool = false
     ) async throws -> (url: String, state: String, expiresAt: Date) {
-        guard configuration.oidcRedirectURIs.contains(redirectURI) else {
+        guard redirectURIs.contains(redirectURI) else {
             throw APIError(.invalidRedirectURI)
         }
         try Self.requireDeviceID(deviceID)
@@ -81,7 +83,7 @@ struct AuthService: Sendable {
             issuer: oidc.issuer, subject: claims.sub.value,
             email: Self.profileText(claims.email, limit: 320, shorten: false),
             displayName: Self.profileText(claims.name, limit: 200, shorten: true))
-        try await signIn(user.id, on: login.deviceID)
+        try await sessions.signIn(user.id, on: login.deviceID)
         let authTime = Self.freshAuthTime(claims.authTime, login: login)
         if authTime == nil, login.reauthenticate {
             logger.warning(
@@ -90,7 +92,7 @@ struct AuthService: Sendable {
         }
         let refresh = try await refreshTokens.startFamily(userID: user.id, deviceID: login.deviceID, idpSessionID: claims.sid, authTime: authTime)
         logger.info("login", metadata: ["user_id": .string(user.id.uuidString), "family_id": .string(refresh.familyID.uuidString)])
-        return pair(for: refresh, user: user)
+        return sessions.pair(for: refresh, user: user)
     }
 
     /// The learner's authentication time for this login, as the session keeps it: the IdP's
@@ -101,23 +103,6 @@ struct AuthService: Sendable {
         guard let claimed, let startedAt = login.startedAt else { return nil }
         let authTime = min(Date(timeIntervalSince1970: claimed), now)
         return authTime >= startedAt.addingTimeInterval(-60) ? authTime : nil
-    }
-
-    /// Puts the device in `userID`'s name: one device, one account. Another account's sessions and
-    /// push tokens on it end here, so that the learner who signed in before cannot be reached
-    /// through it, nor keep a session on a device now in someone else's hands.
-    func signIn(_ userID: UUID, on deviceID: String) async throws {
-        let takenOver = try await identity.claimDevice(userID: userID, deviceID: deviceID)
-        guard !takenOver.families.isEmpty || !takenOver.previousUsers.isEmpty else { return }
-        revokedSessions.record(takenOver.families)
-        logger.warning(
-            "security: device moved to another account; the previous account's sessions on it ended",
-            metadata: [
-                "event": "device_taken_over",
-                "user_id": .string(userID.uuidString),
-                "previous_user_ids": .array(takenOver.previousUsers.map { .string($0.uuidString) }),
-                "families_revoked": .stringConvertible(takenOver.families.count),
-            ])
     }
 
     /// Profile claims are the learner's own text at the IdP and must not fail a login: trimmed, no
@@ -157,21 +142,7 @@ struct AuthService: Sendable {
         } catch let limited as RefreshRateLimited {
             throw APIError.rateLimited(retryAfter: limited.retryAfter, subject: "refreshes for this session")
         }
-        return pair(for: rotated.token, user: rotated.user)
-    }
-
-    /// The AppJWT is derived from the refresh token it comes with (its `jti` and `iat`), so a replayed
-    /// rotation returns byte-identical tokens.
-    func pair(for refresh: IssuedRefreshToken, user: UserRecord) -> TokenPair {
-        let tokenID = String(Base64URL.encode(Digest.sha256(refresh.token)).prefix(22))
-        let access = accessTokens.issue(
-            userID: user.id, deviceID: refresh.deviceID, familyID: refresh.familyID, scopes: refresh.scopes,
-            tokenID: tokenID, issuedAt: refresh.issuedAt)
-        let now = Date()
-        let accessLeft = Int(refresh.issuedAt.timeIntervalSince1970.rounded(.down)) + accessTokens.lifetime - Int(now.timeIntervalSince1970)
-        return TokenPair(
-            accessToken: access, expiresIn: max(0, accessLeft), refreshToken: refresh.token,
-            refreshExpiresIn: max(0, Int(refresh.expiresAt.timeIntervalSince(now))), user: user)
+        return sessions.pair(for: rotated.token, user: rotated.user)
     }
 
     /// Ends the principal's session. Like every revocation this replica makes, it is recorded in

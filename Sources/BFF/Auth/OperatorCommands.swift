@@ -29,12 +29,16 @@ extension Commands {
         // tokens' `hasEveryScope`.
         let scopes = AccessTokens.allScopes.filter(scopes.contains)
         guard !scopes.isEmpty else { throw ConfigurationError("--scope", "names no scope") }
-        let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        let auth = dependencies.auth
-        let pairs = try await withDatabase(dependencies.database) { client in
+        // The database and the signing keys: no IdP, no feature.
+        let base = try operatorServices(environment: environment)
+        let tokens = try TokenConfiguration(EnvironmentReader(environment))
+        let auth = SessionIssuer(
+            database: base.database, tokens: tokens,
+            accessTokens: AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessTTL),
+            revokedSessions: RevokedSessions(accessTokenLifetime: tokens.accessTTL), logger: base.logger)
+        let pairs = try await withDatabase(base.database) { client in
             // A schema behind this build is "run bff migrate", not a missing column's error.
-            try await dependencies.migrator.requireCurrent(client: client)
+            try await base.migrator.requireCurrent(client: client)
             return try await withThrowingTaskGroup(of: (Int, TokenPair).self) { group in
                 @Sendable func issue(_ index: Int) async throws -> (Int, TokenPair) {
                     let (userID, deviceID) = targets[index]
@@ -76,10 +80,9 @@ extension Commands {
 
     /// Revokes every session of a user or of a device; returns how many families were revoked.
     public static func revoke(environment: [String: String], userID: UUID?, deviceID: String?) async throws -> Int {
-        let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        let identity = IdentityRepository(database: dependencies.database)
-        return try await withDatabase(dependencies.database) { _ in
+        let database = try operatorDatabase(environment: environment)
+        let identity = IdentityRepository(database: database)
+        return try await withDatabase(database) { _ in
             if let userID { return try await identity.revokeUser(userID: userID, reason: "operator") }
             if let deviceID { return try await identity.revokeDevice(deviceID: deviceID, reason: "operator") }
             return 0

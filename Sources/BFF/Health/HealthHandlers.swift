@@ -9,7 +9,23 @@ struct HealthHandlers: Sendable {
     /// Every migration this build has, each of which must be applied.
     let versions: [Int]
 
+    init(database: Database, versions: [Int]) {
+        self.database = database
+        self.versions = versions
+    }
+
+    init(_ base: BaseServices) {
+        self.init(database: base.database, versions: base.migrator.migrations.map(\.version))
+    }
+
+    /// Also sets `bff_ready`, which the alerts watch.
     func readiness() async -> Result<Int, APIError> {
+        let result = await check()
+        Observability.recordReadiness((try? result.get()) != nil)
+        return result
+    }
+
+    private func check() async -> Result<Int, APIError> {
         do {
             // Through every pool: a request may use any of them, and after an outage each reconnects
             // on its own schedule.

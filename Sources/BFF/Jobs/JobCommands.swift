@@ -6,51 +6,70 @@ import ServiceLifecycle
 /// `bff jobs …`: a worker-only process, one periodic job run once, and the dead-letter queue's tools.
 extension Commands {
     /// Runs job workers (no HTTP server) until SIGTERM/SIGINT, then lets running jobs finish within
-    /// `BFF_SHUTDOWN_GRACE` and releases the rest.
+    /// `BFF_SHUTDOWN_GRACE` and releases the rest. Reads the database, the process settings and the
+    /// features whose jobs it runs; no OIDC client, no signing keys.
     public static func jobsWork(environment: [String: String]) async throws {
-        let configuration = try AppConfiguration(environment: environment)
-        guard configuration.jobs.concurrency > 0 else {
+        let configuration = try WorkerConfiguration(environment: environment)
+        let runtime = configuration.process.jobs
+        guard runtime.concurrency > 0 else {
             throw ConfigurationError("BFF_JOBS_CONCURRENCY", "is 0, so a worker would run nothing")
         }
-        let logger = makeLogger(level: configuration.logLevel)
+        let logger = makeLogger(level: configuration.base.logLevel)
         let telemetry = try Telemetry.start(environment: environment, logger: logger)
-        let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
+        let base = try BaseServices(configuration: configuration.base, logger: logger)
+        let features = try FeatureServices(base: base, configuration: configuration.features)
+        configuration.features.announce(logger, runsJobs: true)
+        // The admin listener answers from the start: /readyz is 503 until the schema is current.
+        let readiness = HealthHandlers(base).readiness
+        let health: [ServiceGroupConfiguration.ServiceConfiguration] =
+            [.init(service: HealthSampler(readiness: readiness))]
+            + (configuration.process.admin.map { [.init(service: AdminListener.application($0, readiness: readiness, logger: logger))] } ?? [])
         // The worker runs inside the pools' lifetime (a pool runs once): they outlive its drain.
-        try await withDatabase(dependencies.database) { client in
-            try await dependencies.database.waitUntilReachable(configuration.database)
-            try await dependencies.migrator.requireCurrent(client: client)
-            dependencies.warnWithoutPushServices()
+        try await base.withCurrentSchema {
+            logger.info("starting the job worker", metadata: ["version": .string(BuildInfo.version), "commit": .string(BuildInfo.commit)])
             let group = ServiceGroup(
                 configuration: .init(
                     // Stopped in reverse order: the exporter sends the spans of the last jobs.
-                    services: (telemetry.map { [.init(service: $0)] } ?? [])
-                        + [.init(service: AppJobs(dependencies).worker(dependencies), successTerminationBehavior: .gracefullyShutdownGroup)],
+                    services: telemetry.map { .init(service: $0) } + health
+                        + [
+                            .init(
+                                service: features.jobs(retention: runtime.retention).worker(base, configuration: runtime),
+                                successTerminationBehavior: .gracefullyShutdownGroup)
+                        ],
                     gracefulShutdownSignals: [.sigterm, .sigint],
                     logger: logger
-                ).withShutdownGrace(configuration.shutdownGrace))
+                ).withShutdownGrace(configuration.process.shutdownGrace))
             try await group.run()
         }
     }
 
-    /// The names `jobsRun` takes.
-    public static func periodicJobNames(environment: [String: String]) async throws -> [String] {
-        let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        return AppJobs(dependencies).periodic.map(\.handler.kind)
+    /// The periodic jobs `bff jobs run` takes, each with the part of the configuration it reads.
+    static let periodicJobs: [(name: String, make: @Sendable (EnvironmentReader, BaseServices) throws -> PeriodicJob)] = [
+        (MaintenanceJob.kind, { reader, base in MaintenanceJob.periodic(base, retention: try ProcessConfiguration.jobRetention(reader)) }),
+        (SubscriptionSync.expiryKind, { reader, base in try subscriptionJob(SubscriptionSync.expiryKind, reader, base) }),
+        (SubscriptionSync.reconcileKind, { reader, base in try subscriptionJob(SubscriptionSync.reconcileKind, reader, base) }),
+    ]
+
+    private static func subscriptionJob(_ kind: String, _ reader: EnvironmentReader, _ base: BaseServices) throws -> PeriodicJob {
+        let configuration = try SubscriptionConfiguration(reader)
+        let sync = try FeatureServices.subscriptionSync(base: base, configuration: configuration, caFile: try PushConfiguration.outboundCAFile(reader))
+        guard let job = sync.periodic.first(where: { $0.handler.kind == kind }) else { preconditionFailure("\(kind) is a periodic job of SubscriptionSync") }
+        return job
     }
 
+    /// The names `jobsRun` takes.
+    public static var periodicJobNames: [String] { periodicJobs.map(\.name) }
+
     /// Runs the periodic job `name` once, here and now, outside the queue (a Container Apps Job or a
-    /// Kubernetes CronJob, requirements §8.5); throws what the run threw.
+    /// Kubernetes CronJob, requirements §8.5); throws what the run threw. Reads the database and
+    /// that job's own settings only.
     public static func jobsRun(environment: [String: String], name: String) async throws {
-        let configuration = try AppConfiguration(environment: environment)
-        let dependencies = try await AppDependencies(configuration: configuration, logger: makeLogger(level: configuration.logLevel))
-        let periodic = AppJobs(dependencies).periodic
-        guard let job = periodic.first(where: { $0.handler.kind == name }) else {
-            throw ConfigurationError("NAME", "\(name) is not a periodic job (one of: \(periodic.map(\.handler.kind).joined(separator: ", ")))")
+        guard let entry = periodicJobs.first(where: { $0.name == name }) else {
+            throw ConfigurationError("NAME", "\(name) is not a periodic job (one of: \(periodicJobNames.joined(separator: ", ")))")
         }
-        try await withDatabase(dependencies.database) { client in
-            try await dependencies.database.waitUntilReachable(configuration.database)
-            try await dependencies.migrator.requireCurrent(client: client)
+        let base = try operatorServices(environment: environment, quiet: false)
+        let job = try entry.make(EnvironmentReader(environment), base)
+        try await base.withCurrentSchema {
             let tick = job.tick(at: Date())
             try await job.handler.run(
                 Job(id: 0, kind: name, args: Data(#"{"tick":\#(tick)}"#.utf8), userID: nil, attempt: 1, maxAttempts: 1, runAt: Date()))
@@ -76,9 +95,7 @@ extension Commands {
         if let state, !states.contains(state) {
             throw ConfigurationError("--state", "must be one of \(states.joined(separator: ", "))")
         }
-        let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        return try await withDatabase(dependencies.database) { client in
+        return try await withDatabase(try operatorDatabase(environment: environment)) { client in
             let rows = try await client.query(
                 """
                 SELECT id, kind, state, attempt, max_attempts, run_at, created_at, finished_at, last_error FROM jobs
@@ -121,9 +138,7 @@ extension Commands {
     }
 
     private static func changeJob(environment: [String: String], id: Int64, allowed: [String], _ change: PostgresQuery) async throws {
-        let dependencies = try await AppDependencies(
-            configuration: try AppConfiguration(environment: environment), logger: makeLogger(level: .warning, sink: .standardError))
-        try await withDatabase(dependencies.database) { client in
+        try await withDatabase(try operatorDatabase(environment: environment)) { client in
             var changed = false
             for try await _ in try await client.query(change) { changed = true }
             guard !changed else { return }

@@ -128,19 +128,29 @@ struct JobStore: Sendable {
     }
 
     /// Available and running jobs by kind, for the queue-depth gauge.
-    func depth() async throws -> [String: (available: Int, running: Int, dead: Int)] {
+    /// Jobs by kind and state; `available` counts only those due, `scheduled` those waiting for a
+    /// later time (a recall's due time, a retry's backoff): the queue-growth alert reads only the due.
+    func depth() async throws -> [String: QueueDepth] {
         try await database.run { client in
             let rows = try await client.query(
                 """
-                SELECT kind, count(*) FILTER (WHERE state = 'available')::int8, count(*) FILTER (WHERE state = 'running')::int8,
-                       count(*) FILTER (WHERE state = 'dead')::int8
+                SELECT kind, count(*) FILTER (WHERE state = 'available' AND run_at <= now())::int8,
+                       count(*) FILTER (WHERE state = 'available' AND run_at > now())::int8,
+                       count(*) FILTER (WHERE state = 'running')::int8, count(*) FILTER (WHERE state = 'dead')::int8
                 FROM jobs WHERE state IN ('available', 'running', 'dead') GROUP BY kind
                 """, logger: database.logger)
-            var depth: [String: (available: Int, running: Int, dead: Int)] = [:]
-            for try await (kind, available, running, dead) in rows.decode((String, Int64, Int64, Int64).self) {
-                depth[kind] = (Int(available), Int(running), Int(dead))
+            var depth: [String: QueueDepth] = [:]
+            for try await (kind, available, scheduled, running, dead) in rows.decode((String, Int64, Int64, Int64, Int64).self) {
+                depth[kind] = QueueDepth(available: Int(available), scheduled: Int(scheduled), running: Int(running), dead: Int(dead))
             }
             return depth
         }
     }
+}
+
+struct QueueDepth: Sendable, Equatable {
+    var available = 0
+    var scheduled = 0
+    var running = 0
+    var dead = 0
 }

@@ -330,10 +330,10 @@ public final class JobWorker: Service, Sendable {
     private func recordDepth() async {
         guard let depth = try? await store.depth() else { return }
         for kind in Set(depth.keys).union(handlers.keys) {
-            let counts = depth[kind] ?? (0, 0, 0)
-            Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", "available")]).record(counts.available)
-            Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", "running")]).record(counts.running)
-            Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", "dead")]).record(counts.dead)
+            let counts = depth[kind] ?? QueueDepth()
+            for (state, count) in [("available", counts.available), ("scheduled", counts.scheduled), ("running", counts.running), ("dead", counts.dead)] {
+                Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", state)]).record(count)
+            }
         }
     }
 

@@ -6,13 +6,12 @@ import Logging
 enum MaintenanceJob {
     static let kind = "maintenance.purge"
 
-    static func periodic(_ dependencies: AppDependencies) -> PeriodicJob {
-        let database = dependencies.database
+    static func periodic(_ base: BaseServices, retention: Duration) -> PeriodicJob {
+        let database = base.database
         let limiter = RateLimiter(database: database)
         let identity = IdentityRepository(database: database)
         let jobs = JobStore(database: database)
-        let retention = dependencies.configuration.jobs.retention
-        let logger = dependencies.logger
+        let logger = base.logger
         // Each purge on its own: one that fails (its table locked by a migration, say) must not stop
         // the others; the run fails afterwards, so the failure is on the job's record too.
         let purges: [(String, @Sendable () async throws -> Void)] = [

@@ -13,24 +13,42 @@ struct RequestMetricsMiddleware: RouterMiddleware {
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         let start = ContinuousClock.now
-        let response = try await next(request, context)
-        let elapsed = ContinuousClock.now - start
+        var response = try await next(request, context)
         let route = context.operation?.path ?? "unmatched"
-        let (count, duration) = instruments.handles(route: route, method: Self.methodLabel(request.method), status: response.status.code)
-        count.increment()
-        duration.record(duration: elapsed)
-        let level: Logger.Level = response.status.code >= 500 ? .error : .info
-        context.logger.log(
-            level: level, "request",
-            metadata: [
-                "method": .string(request.method.rawValue),
-                // The path only: query strings can carry authorization codes and state.
-                "path": .string(request.uri.path),
-                "route": .string(route),
-                "operation": .string(context.operation?.id ?? "none"),
-                "status": .stringConvertible(response.status.code),
-                "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
-            ])
+        let status = response.status.code
+        let handles = instruments.handles(route: route, method: Self.methodLabel(request.method), status: status)
+        let finish: @Sendable () -> Void = { [logger = context.logger, operation = context.operation?.id] in
+            let elapsed = ContinuousClock.now - start
+            handles.0.increment()
+            handles.1.record(duration: elapsed)
+            logger.log(
+                level: status >= 500 ? .error : .info, "request",
+                metadata: [
+                    "method": .string(request.method.rawValue),
+                    // The path only: query strings can carry authorization codes and state.
+                    "path": .string(request.uri.path),
+                    "route": .string(route),
+                    "operation": .string(operation ?? "none"),
+                    "status": .stringConvertible(status),
+                    "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+                ])
+        }
+        guard response.body.contentLength == nil else {
+            finish()
+            return response
+        }
+        // A streamed answer (a tutoring turn's events, the export) lasts until its last byte, not
+        // until its handler returned.
+        let body = response.body
+        response.body = ResponseBody { writer in
+            do {
+                try await body.write(writer)
+                finish()
+            } catch {
+                finish()
+                throw error
+            }
+        }
         return response
     }
 

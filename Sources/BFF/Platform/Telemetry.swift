@@ -1,3 +1,4 @@
+import Dispatch
 import Instrumentation
 import Logging
 import OTel
@@ -5,8 +6,8 @@ import ServiceLifecycle
 import Synchronization
 import Tracing
 
-/// OpenTelemetry traces, exported over OTLP/HTTP to the collector the standard `OTEL_*` variables
-/// name; without one, nothing is traced and no span is made. Spans carry route templates,
+/// OpenTelemetry traces and metrics, exported over OTLP/HTTP to the collector the standard `OTEL_*`
+/// variables name; without one, nothing is traced and no span is made. Spans carry route templates,
 /// operation names and statuses, never a user id, token or path with an id in it.
 public enum Telemetry {
     /// Set once, before the server or worker starts; read by every request, database call and
@@ -15,50 +16,81 @@ public enum Telemetry {
 
     static var isTracing: Bool { tracing.load(ordering: .relaxed) }
 
-    /// Starts the exporter when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT`
-    /// is set (and `OTEL_SDK_DISABLED` / `OTEL_TRACES_EXPORTER=none` do not turn it off), and makes
-    /// its tracer the process's. The returned service must run alongside the server and stop after
-    /// it, so that the spans of the last requests are sent.
-    public static func start(environment: [String: String], logger: Logger) throws -> (any Service)? {
-        guard try exportConfigured(environment) else { return nil }
+    /// Starts what the standard `OTEL_*` variables ask for, before anything records a metric:
+    /// - traces, when `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set;
+    ///   the exporter's tracer becomes the process's;
+    /// - metrics, when `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT` or `OTEL_EXPORTER_OTLP_ENDPOINT` is set,
+    ///   beside the Prometheus registry: Azure Container Apps cannot scrape, so its collector app
+    ///   receives them over OTLP;
+    /// unless `OTEL_SDK_DISABLED`, `OTEL_TRACES_EXPORTER=none` or `OTEL_METRICS_EXPORTER=none` turn
+    /// them off. Also bootstraps the metrics system. The returned services must run alongside the
+    /// server or worker and stop after it, so that the last spans and metrics are sent.
+    public static func start(environment: [String: String], logger: Logger) throws -> [any Service] {
+        var services: [any Service] = []
         var configuration = OTel.Configuration.default
         configuration.serviceName = "bff"
-        configuration.resourceAttributes = ["service.version": Commands.version]
-        // Metrics stay on `/metrics` and logs on stdout: only traces go to the collector.
-        configuration.metrics.enabled = false
+        configuration.resourceAttributes = ["service.version": BuildInfo.version]
+        // Logs stay on stdout.
         configuration.logs.enabled = false
         var diagnostics = logger
         diagnostics[metadataKey: "component"] = "otel"
         configuration.diagnosticLogger = .custom(diagnostics)
-        let backend = try OTel.makeTracingBackend(configuration: configuration)
-        InstrumentationSystem.bootstrap(backend.factory)
-        tracing.store(true, ordering: .relaxed)
-        logger.info("exporting traces over OTLP/HTTP", metadata: ["endpoint": .string(endpoint(environment) ?? "")])
-        return backend.service
+        if try exportConfigured(.metrics, environment) {
+            var metrics = configuration
+            metrics.traces.enabled = false
+            metrics.metrics.defaultDurationHistogramBuckets = MetricBuckets.defaultDuration
+            metrics.metrics.durationHistogramBuckets = MetricBuckets.durationByLabel
+            // The last export runs at shutdown, inside the drain's grace: a collector that stalls
+            // must not hold the process for OTel's default 30 s (OTEL_METRIC_EXPORT_TIMEOUT still wins).
+            metrics.metrics.exportTimeout = .seconds(5)
+            let backend = try OTel.makeMetricsBackend(configuration: metrics)
+            Observability.bootstrap(alsoTo: backend.factory)
+            services.append(OffTheEventLoops(backend.service))
+            logger.info("exporting metrics over OTLP/HTTP", metadata: ["endpoint": .string(endpoint(.metrics, environment) ?? "")])
+        } else {
+            Observability.bootstrap()
+        }
+        if try exportConfigured(.traces, environment) {
+            var traces = configuration
+            traces.metrics.enabled = false
+            let backend = try OTel.makeTracingBackend(configuration: traces)
+            InstrumentationSystem.bootstrap(backend.factory)
+            tracing.store(true, ordering: .relaxed)
+            services.append(backend.service)
+            logger.info("exporting traces over OTLP/HTTP", metadata: ["endpoint": .string(endpoint(.traces, environment) ?? "")])
+        }
+        return services
     }
 
-    /// Whether the variables ask for export; a protocol or exporter this build lacks is a start-up
-    /// error naming its variable (swift-otel would stop the process on the first span instead).
-    static func exportConfigured(_ environment: [String: String]) throws -> Bool {
+    enum Signal: String {
+        case traces = "TRACES"
+        case metrics = "METRICS"
+    }
+
+    /// Whether the variables ask for export of `signal`; a protocol or exporter this build lacks is
+    /// a start-up error naming its variable (swift-otel would stop the process on the first export
+    /// instead).
+    static func exportConfigured(_ signal: Signal, _ environment: [String: String]) throws -> Bool {
         if environment["OTEL_SDK_DISABLED"]?.lowercased() == "true" { return false }
-        if let exporter = environment["OTEL_TRACES_EXPORTER"] {
+        let exporterVariable = "OTEL_\(signal.rawValue)_EXPORTER"
+        if let exporter = environment[exporterVariable] {
             switch exporter.lowercased() {
             case "none": return false
             case "otlp": break
-            default: throw ConfigurationError("OTEL_TRACES_EXPORTER", "must be otlp or none")
+            default: throw ConfigurationError(exporterVariable, "must be otlp or none")
             }
         }
-        for variable in ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
+        for variable in ["OTEL_EXPORTER_OTLP_\(signal.rawValue)_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"] {
             guard let value = environment[variable] else { continue }
             guard ["http/protobuf", "http/json"].contains(value) else {
                 throw ConfigurationError(variable, "must be http/protobuf or http/json: this build exports OTLP over HTTP only (port 4318), not gRPC")
             }
         }
-        return endpoint(environment) != nil
+        return endpoint(signal, environment) != nil
     }
 
-    private static func endpoint(_ environment: [String: String]) -> String? {
-        for variable in ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] {
+    private static func endpoint(_ signal: Signal, _ environment: [String: String]) -> String? {
+        for variable in ["OTEL_EXPORTER_OTLP_\(signal.rawValue)_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"] {
             if let value = environment[variable], !value.isEmpty { return value }
         }
         return nil
@@ -77,5 +109,32 @@ public enum Telemetry {
             span.attributes.merge(attributes)
             return try await body(span)
         }
+    }
+}
+
+/// Runs a service, and every task it starts, on a thread of its own instead of the event loops.
+/// swift-otel's metrics exporter shuts its HTTP client down synchronously when the service's group
+/// lets go of it at the end, which AsyncHTTPClient refuses, with a crash, on an event loop, where
+/// `bff` runs every task (EventLoopGlobalExecutor). The tracer's exporter is not let go of: the
+/// tracing system holds it until the process ends.
+struct OffTheEventLoops: Service {
+    let service: any Service
+    private let executor = QueueTaskExecutor(label: "bff.otel-metrics")
+
+    init(_ service: some Service) { self.service = service }
+
+    func run() async throws {
+        try await withTaskExecutorPreference(executor) { try await service.run() }
+    }
+}
+
+final class QueueTaskExecutor: TaskExecutor, @unchecked Sendable {
+    private let queue: DispatchQueue
+
+    init(label: String) { queue = DispatchQueue(label: label) }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        queue.async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }

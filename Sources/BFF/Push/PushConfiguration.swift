@@ -39,13 +39,14 @@ public struct PushConfiguration: Sendable {
         }
         fcmCredentialsFile = reader.optional("BFF_FCM_CREDENTIALS_FILE")
         fcmBaseURL = try Self.baseURL(reader, "BFF_FCM_BASE_URL", default: "https://fcm.googleapis.com")
-        outboundCAFile = reader.optional("BFF_OUTBOUND_CA_FILE")
-        if let outboundCAFile, !FileManager.default.isReadableFile(atPath: outboundCAFile) {
-            throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(outboundCAFile) is not a readable file")
-        }
+        outboundCAFile = try Self.outboundCAFile(reader)
         switch reader.string("BFF_PUSH_ROUTE", default: "direct") {
         case "direct":
-            break
+            // A hub's settings without its route would leave pushes off while the operator thinks
+            // the hub delivers them.
+            for name in ["BFF_NH_CONNECTION_STRING", "BFF_NH_HUB"] where reader.optional(name) != nil {
+                throw ConfigurationError("BFF_PUSH_ROUTE", "must be notification-hubs when \(name) is set")
+            }
         case "notification-hubs":
             guard let text = reader.optional("BFF_NH_CONNECTION_STRING") else {
                 throw ConfigurationError("BFF_NH_CONNECTION_STRING", "is required with BFF_PUSH_ROUTE=notification-hubs")
@@ -62,6 +63,15 @@ public struct PushConfiguration: Sendable {
         case let other:
             throw ConfigurationError("BFF_PUSH_ROUTE", "must be direct or notification-hubs, got \"\(other)\"")
         }
+    }
+
+    /// `BFF_OUTBOUND_CA_FILE`: PEM certificates every outbound HTTPS client trusts besides the system's.
+    static func outboundCAFile(_ reader: EnvironmentReader) throws -> String? {
+        guard let file = reader.optional("BFF_OUTBOUND_CA_FILE") else { return nil }
+        guard FileManager.default.isReadableFile(atPath: file) else {
+            throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(file) is not a readable file")
+        }
+        return file
     }
 
     /// An https URL without a trailing slash: push payloads name learners' chats.

@@ -54,13 +54,3 @@ struct PushSenders: Sendable {
 
     var isEmpty: Bool { apns == nil && fcm == nil && notificationHubs == nil }
 }
-
-extension AppDependencies {
-    /// Recalls still work without push credentials (scheduled, listed, opened from the app); their
-    /// pushes wait until a service is configured. Said once at start-up, not at every push.
-    func warnWithoutPushServices() {
-        guard pushSenders.isEmpty else { return }
-        logger.warning(
-            "no push service is configured (BFF_APNS_*, BFF_FCM_CREDENTIALS_FILE or BFF_NH_*): recalls are scheduled and listed, their pushes wait")
-    }
-}

@@ -126,7 +126,9 @@ public struct RecallDelivery: Sendable {
             throw JobFailure.snooze("no push service is configured for \(provider.rawValue) tokens", after: .seconds(600))
         }
         let message = Self.message(recallID: args.recallID, chatID: current.chatID, topic: current.topic, deepLinkBase: deepLinkBase, now: now())
+        let sendStarted = ContinuousClock.now
         let outcome = await sender.send(message, to: PushTarget(token: args.token, provider: provider))
+        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - sendStarted)
         switch outcome {
         case .sent:
             Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "sent")]).increment()

@@ -37,7 +37,13 @@ public struct LLMConfiguration: Sendable, Equatable {
 
     /// Nil without `BFF_LLM_BASE_URL`; otherwise every variable checked, each failure naming it.
     init?(_ reader: EnvironmentReader) throws {
-        guard let base = reader.optional("BFF_LLM_BASE_URL") else { return nil }
+        guard let base = reader.optional("BFF_LLM_BASE_URL") else {
+            // Half a configuration is a mistake to report, not an LLM to leave off.
+            for name in ["BFF_LLM_API_KEY", "BFF_LLM_MODEL", "BFF_LLM_API", "BFF_LLM_API_VERSION"] where reader.optional(name) != nil {
+                throw ConfigurationError("BFF_LLM_BASE_URL", "is required when \(name) is set")
+            }
+            return nil
+        }
         let apiName = reader.string("BFF_LLM_API", default: "openai")
         guard let api = API(rawValue: apiName) else { throw ConfigurationError("BFF_LLM_API", "must be azure or openai, got \"\(apiName)\"") }
         self.api = api

@@ -132,7 +132,7 @@ struct AppConfigTests {
             let config = try await client.execute(uri: "/api/v1/app-config?platform=ios", method: .get)
             #expect(config.status == .ok && (config.json["maintenance"] as? [String: Any])?["active"] as? Bool == true)
             #expect(try await client.execute(uri: "/healthz", method: .get).status == .ok)
-            #expect(try await client.execute(uri: "/metrics", method: .get).status == .ok)
+            #expect(try await client.execute(uri: "/readyz", method: .get).status == .ok)
             // Revocations from the IdP and RevenueCat's purchases are never turned away.
             let logout = try await client.execute(
                 uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
@@ -186,7 +186,7 @@ struct AppConfigTests {
             try await Task.sleep(for: .milliseconds(300))
             let devices = try await client.call(.get, "/api/v1/devices", as: newcomer).json["items"] as? [[String: Any]]
             #expect(devices?.first?["app_version"] as? String == "1.4.0", "written again within the minute")
-            let metrics = try await client.execute(uri: "/metrics", method: .get).text
+            let metrics = scrapeMetrics()
             #expect(metrics.contains(#"bff_client_requests_total{platform="ios",app_version="1.4.0"}"#) || metrics.contains(#"bff_client_requests_total{app_version="1.4.0",platform="ios"}"#))
         }
     }

@@ -20,11 +20,12 @@ struct ConfigurationTests {
         #expect(configuration.httpPort == 8080)
         #expect(configuration.bodyLimit == 65_536)
         #expect(configuration.corsOrigins == ["https://app.example.com"])
-        #expect(configuration.accessTTL == 900 && configuration.refreshTTL == 2_592_000)
+        #expect(configuration.tokens.accessTTL == 900 && configuration.tokens.refreshTTL == 2_592_000)
         #expect(configuration.revocationPollInterval == 5)
         #expect(configuration.authRateLimit == 600 && configuration.authDeviceRateLimit == 20)
-        #expect(configuration.database.host == "db.internal" && configuration.database.port == 6543)
-        #expect(configuration.database.password == "secret" && configuration.database.tls == .require)
+        #expect(configuration.base.database.host == "db.internal" && configuration.base.database.port == 6543)
+        #expect(configuration.base.database.password == "secret" && configuration.base.database.tls == .require)
+        #expect(configuration.process.admin == AdminListener.Configuration(host: "127.0.0.1", port: 9090))
     }
 
     @Test(
@@ -59,6 +60,8 @@ struct ConfigurationTests {
             ("BFF_APNS_KEY_ID", "ABC123DEFG"),
             ("BFF_FCM_BASE_URL", "http://fcm.googleapis.com"),
             ("BFF_OUTBOUND_CA_FILE", "/nonexistent/ca.pem"),
+            ("BFF_ADMIN_PORT", "metrics"),
+            ("BFF_ADMIN_PORT", "70000"),
         ])
     func namesTheVariable(variable: String, value: String?) {
         var environment = valid

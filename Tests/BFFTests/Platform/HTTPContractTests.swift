@@ -351,14 +351,21 @@ struct HTTPContractTests {
         }
     }
 
-    @Test("/metrics exposes request counts and latency by route and status, and pool gauges; unusual methods share one label")
+    @Test(
+        "the admin listener serves /metrics (request counts and latency by route and status, pool gauges, process and build metrics), /healthz and /readyz; the public port has no /metrics"
+    )
     func metrics() async throws {
-        let app = try await makeTestApp(database: database)
+        let logs = LogCapture()
+        let app = try await makeTestApp(database: database, environment: ["BFF_ADMIN_PORT": "0"], logs: logs)
         try await app.live { client in
+            let admin = "http://127.0.0.1:\(try await logs.adminPort())"
+            func get(_ path: String) async throws -> (status: UInt, text: String) {
+                let response = try await HTTPClient.shared.execute(HTTPClientRequest(url: admin + path), timeout: .seconds(10))
+                return (response.status.code, String(buffer: try await response.body.collect(upTo: 1 << 22)))
+            }
             // The registry is the process's: other suites' requests may add to the same series.
             func healthzCount() async throws -> Double {
-                let metrics = try await client.execute(uri: "/metrics", method: .get)
-                let line = metrics.text.split(separator: "\n").first {
+                let line = try await get("/metrics").text.split(separator: "\n").first {
                     $0.hasPrefix("bff_http_requests_total{") && $0.contains("route=\"/healthz\"")
                         && $0.contains("method=\"GET\"") && $0.contains("status=\"200\"")
                 }
@@ -368,14 +375,26 @@ struct HTTPContractTests {
             for _ in 0..<3 { _ = try await client.execute(uri: "/healthz", method: .get) }
             #expect(try await healthzCount() >= before + 3)
 
+            #expect(try await client.execute(uri: "/metrics", method: .get).status == .notFound)
+            let health = try await get("/healthz")
+            #expect(health.status == 200 && health.text == #"{"status":"ok","version":"\#(BuildInfo.version)"}"#)
+            let ready = try await get("/readyz")
+            #expect(ready.status == 200 && ready.text.contains(#""status":"ready""#), "\(ready.text)")
+            #expect(try await client.execute(uri: "/healthz", method: .get).json["version"] as? String == BuildInfo.version)
+
             let propfind = try await client.execute(uri: "/no/such/path", method: HTTPRequest.Method("PROPFIND")!)
             #expect(propfind.status == .notFound)
-            let metrics = try await client.execute(uri: "/metrics", method: .get)
-            #expect(metrics.status == .ok)
-            #expect(metrics.text.contains("bff_http_request_duration_seconds_bucket"))
-            #expect(metrics.text.contains("bff_db_pool_max_connections"))
-            #expect(metrics.text.contains("method=\"other\""))
+            let metrics = try await get("/metrics")
+            #expect(metrics.status == 200)
+            for expected in [
+                "bff_http_request_duration_seconds_bucket", "bff_db_pool_max_connections", "method=\"other\"", "bff_ready 1",
+                #"bff_build_info{version="\#(BuildInfo.version)",commit="\#(BuildInfo.commit)"} 1"#,
+                "# TYPE process_cpu_seconds_total counter", "process_resident_memory_bytes ", "process_open_fds ", "process_start_time_seconds ",
+            ] {
+                #expect(metrics.text.contains(expected), "\(expected)")
+            }
             #expect(!metrics.text.contains("PROPFIND"))
+            #expect(try await get("/api/v1/me").status == 404, "the admin listener serves nothing else")
         }
     }
 }

@@ -183,16 +183,24 @@ struct TracingTests {
 
     @Test("export is off without an endpoint, off when disabled, and a gRPC protocol is refused at start naming its variable")
     func configuration() throws {
-        #expect(try Telemetry.exportConfigured([:]) == false)
-        #expect(try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
-        #expect(try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"]))
-        #expect(try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"]) == false)
-        #expect(try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"]) == false)
+        #expect(try Telemetry.exportConfigured(.traces, [:]) == false)
+        #expect(try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
+        #expect(try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"]))
+        #expect(try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_SDK_DISABLED": "true"]) == false)
+        #expect(try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "none"]) == false)
         #expect(throws: ConfigurationError.self) {
-            try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"])
+            try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"])
         }
         #expect(throws: ConfigurationError.self) {
-            try Telemetry.exportConfigured(["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "zipkin"])
+            try Telemetry.exportConfigured(.traces, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_TRACES_EXPORTER": "zipkin"])
+        }
+        // Metrics follow the same variables with their own signal's names.
+        #expect(try Telemetry.exportConfigured(.metrics, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"]))
+        #expect(try Telemetry.exportConfigured(.metrics, ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://collector:4318/v1/traces"]) == false)
+        #expect(try Telemetry.exportConfigured(.metrics, ["OTEL_EXPORTER_OTLP_METRICS_ENDPOINT": "http://collector:4318/v1/metrics"]))
+        #expect(try Telemetry.exportConfigured(.metrics, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318", "OTEL_METRICS_EXPORTER": "none"]) == false)
+        #expect(throws: ConfigurationError.self) {
+            try Telemetry.exportConfigured(.metrics, ["OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc"])
         }
     }
 }

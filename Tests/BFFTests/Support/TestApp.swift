@@ -40,6 +40,29 @@ func makeTestApp(
     return try buildApplication(dependencies, extraRoutes: extraRoutes)
 }
 
+/// What the admin listener's `/metrics` shows: the process's registry, which the suites share.
+func scrapeMetrics() -> String {
+    var buffer: [UInt8] = []
+    Observability.registry.emit(into: &buffer)
+    return String(decoding: buffer, as: UTF8.self)
+}
+
+extension LogCapture {
+    /// The port the admin listener logged it listens on (`BFF_ADMIN_PORT=0`).
+    func adminPort() async throws -> Int {
+        let deadline = ContinuousClock.now + .seconds(10)
+        while ContinuousClock.now < deadline {
+            let port = entries().lazy.compactMap { entry -> Int? in
+                guard entry["msg"] as? String == "admin listener started", let address = entry["address"] as? String else { return nil }
+                return address.split(separator: ":").last.flatMap { Int($0) }
+            }.first
+            if let port { return port }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        throw TestSetupError("the admin listener logged no port")
+    }
+}
+
 extension TestResponse {
     var text: String { String(buffer: body) }
 

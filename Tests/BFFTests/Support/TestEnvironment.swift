@@ -43,6 +43,8 @@ enum TestEnvironment {
             "BFF_OIDC_REDIRECT_URIS": "com.example.app:/oauth/callback",
             "BFF_CORS_ORIGINS": "https://app.example.com",
             "BFF_MIGRATIONS_DIR": migrationsDirectory,
+            // A suite that reads the admin listener asks for one (`0`, a free port).
+            "BFF_ADMIN_PORT": "off",
             "BFF_LOG_LEVEL": "info",
             "BFF_DATABASE_TIMEOUT": "3",
             // A server opens its whole pool at start, and the suites' servers share one cluster.

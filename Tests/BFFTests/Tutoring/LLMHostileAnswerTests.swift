@@ -64,10 +64,8 @@ struct LLMHostileAnswerTests {
                 #expect(response.status == .serviceUnavailable && response.errorCode == "llm_unavailable", "\(name): \(response.text.prefix(300))")
                 #expect(response.headers[.retryAfter] == "5", "\(name)")
             }
-            let metrics = try await client.execute(uri: "/metrics", method: .get)
-            #expect(metrics.status == .ok)
             // The model label is the configured model or "other", never the upstream's text.
-            for line in metrics.text.split(separator: "\n") where line.hasPrefix("bff_llm_tokens_total{") {
+            for line in scrapeMetrics().split(separator: "\n") where line.hasPrefix("bff_llm_tokens_total{") {
                 #expect(line.contains("model=\"\(llm.model)\"") || line.contains("model=\"other\""), "\(line)")
             }
         }
