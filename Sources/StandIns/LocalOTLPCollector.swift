@@ -3,11 +3,12 @@ import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// An OpenTelemetry collector's OTLP/HTTP traces receiver (`POST /v1/traces`), checking what it
-/// receives as a collector does: `Content-Type: application/x-protobuf`, a body that decodes as an
-/// `ExportTraceServiceRequest`, spans with 16-byte trace ids and 8-byte span ids that end after
-/// they start. Anything else is answered 400 (415 for another type) and noted as a violation.
-/// Decoded spans are kept for the tests to read.
+/// An OpenTelemetry collector's OTLP/HTTP traces and metrics receivers (`POST /v1/traces`,
+/// `POST /v1/metrics`), checking what they receive as a collector does: `Content-Type:
+/// application/x-protobuf`, a body that decodes as an `ExportTraceServiceRequest` (spans with
+/// 16-byte trace ids and 8-byte span ids that end after they start) or an
+/// `ExportMetricsServiceRequest` (`OTLPMetrics.swift`). Anything else is answered 400 (415 for
+/// another type) and noted as a violation. Decoded spans and metrics are kept for the tests to read.
 public final class LocalOTLPCollector: Sendable {
     /// One span as it arrived, with its resource's attributes; ids in lowercase hex.
     public struct Span: Sendable {
@@ -27,6 +28,9 @@ public final class LocalOTLPCollector: Sendable {
     }
 
     public let spans = NIOLockedValueBox<[Span]>([])
+    /// Every metric of every metrics export, in arrival order.
+    public let metrics = NIOLockedValueBox<[Metric]>([])
+    public let metricExports = NIOLockedValueBox(0)
     public let violations = NIOLockedValueBox<[String]>([])
     /// How the next exports are answered, first to last; once empty, each is accepted (a refused,
     /// garbled or dropped export keeps nothing; a stalled one keeps its spans once it answers).
@@ -44,17 +48,24 @@ public final class LocalOTLPCollector: Sendable {
 
     public var router: Router<BasicRequestContext> {
         let router = Router()
-        router.post("/v1/traces") { [self] request, _ -> Response in
-            guard request.headers[.contentType] == "application/x-protobuf" else {
-                return refuse(415, "content type \(request.headers[.contentType] ?? "none")")
+        router.post("/v1/metrics") { [self] request, _ -> Response in
+            let received: [Metric]
+            switch try await protobufBody(request) {
+            case .failure(let refusal): return refusal.response
+            case .success(let bytes):
+                do { received = try Self.decodeMetrics(bytes) } catch { return refuse(400, "\(error)") }
             }
-            if let encoding = request.headers[.contentEncoding], encoding != "identity" { return refuse(400, "content encoding \(encoding)") }
-            let body = try await request.body.collect(upTo: 16 << 20)
+            metricExports.withLockedValue { $0 += 1 }
+            metrics.withLockedValue { $0.append(contentsOf: received) }
+            // An empty ExportMetricsServiceResponse: everything accepted.
+            return Response(status: .ok, headers: [.contentType: "application/x-protobuf"], body: .init())
+        }
+        router.post("/v1/traces") { [self] request, _ -> Response in
             let received: [Span]
-            do {
-                received = try Self.decodeRequest(Array(body.readableBytesView))
-            } catch {
-                return refuse(400, "\(error)")
+            switch try await protobufBody(request) {
+            case .failure(let refusal): return refusal.response
+            case .success(let bytes):
+                do { received = try Self.decodeRequest(bytes) } catch { return refuse(400, "\(error)") }
             }
             exports.withLockedValue { $0 += 1 }
             let answer = script.withLockedValue { $0.isEmpty ? ScriptedAnswer.accept : $0.removeFirst() }
@@ -66,6 +77,21 @@ public final class LocalOTLPCollector: Sendable {
             }
         }
         return router
+    }
+
+    struct Refusal: Error {
+        let response: Response
+    }
+
+    /// The body of an export as a collector accepts it: protobuf, not compressed.
+    private func protobufBody(_ request: Request) async throws -> Result<[UInt8], Refusal> {
+        guard request.headers[.contentType] == "application/x-protobuf" else {
+            return .failure(Refusal(response: refuse(415, "content type \(request.headers[.contentType] ?? "none")")))
+        }
+        if let encoding = request.headers[.contentEncoding], encoding != "identity" {
+            return .failure(Refusal(response: refuse(400, "content encoding \(encoding)")))
+        }
+        return .success(Array(try await request.body.collect(upTo: 16 << 20).readableBytesView))
     }
 
     private func refuse(_ status: Int, _ why: String) -> Response {
@@ -90,16 +116,7 @@ public final class LocalOTLPCollector: Sendable {
             var scopeSpans: [ArraySlice<UInt8>] = []
             while let (field, wire) = try resourceSpans.next() {
                 switch (field, wire) {
-                case (1, 2):
-                    var reader = ProtobufReader(try resourceSpans.lengthDelimited())
-                    while let (field, wire) = try reader.next() {
-                        if field == 1, wire == 2 {
-                            let (key, value) = try keyValue(try reader.lengthDelimited())
-                            resource[key] = value
-                        } else {
-                            try reader.skip(wire)
-                        }
-                    }
+                case (1, 2): resource = try attributes(of: try resourceSpans.lengthDelimited())
                 case (2, 2): scopeSpans.append(try resourceSpans.lengthDelimited())
                 default: try resourceSpans.skip(wire)
                 }
@@ -172,8 +189,23 @@ public final class LocalOTLPCollector: Sendable {
             attributes: attributes, statusCode: statusCode, resource: resource, links: links)
     }
 
+    /// A `Resource`'s attributes (field 1, repeated `KeyValue`).
+    static func attributes(of resource: ArraySlice<UInt8>) throws -> [String: String] {
+        var reader = ProtobufReader(resource)
+        var attributes: [String: String] = [:]
+        while let (field, wire) = try reader.next() {
+            if field == 1, wire == 2 {
+                let (key, value) = try keyValue(try reader.lengthDelimited())
+                attributes[key] = value
+            } else {
+                try reader.skip(wire)
+            }
+        }
+        return attributes
+    }
+
     /// A `KeyValue` whose `AnyValue` is a string, boolean, integer or double, as text.
-    private static func keyValue(_ bytes: ArraySlice<UInt8>) throws -> (String, String) {
+    static func keyValue(_ bytes: ArraySlice<UInt8>) throws -> (String, String) {
         var reader = ProtobufReader(bytes)
         var key = ""
         var value = ""
@@ -214,6 +246,9 @@ struct ProtobufReader {
     init(_ bytes: ArraySlice<UInt8>) {
         self.bytes = bytes
     }
+
+    /// Whether a packed field has values left.
+    var hasMore: Bool { !bytes.isEmpty }
 
     /// The next field's number and wire type, or nil at the end.
     mutating func next() throws -> (Int, Int)? {
