@@ -2,6 +2,8 @@
 
     python scripts/alert-rules.py write   rewrites deploy/k8s/monitoring/prometheusrule.yaml
     python scripts/alert-rules.py check   fails (exit 1) when anything below does not hold
+    python scripts/alert-rules.py azure   prints an ARM template of the same groups for Azure Monitor
+                                          managed Prometheus (deploy/azure/alerts.md)
 
 The PrometheusRule is the source file indented under `spec:` (comments and all, so the cluster's
 copy explains itself), behind a fixed header. `check` (scripts/test alerts) proves that the
@@ -11,6 +13,7 @@ runbook_url naming a section of deploy/RUNBOOK.md; and that the promtool unit te
 (deploy/prometheus/tests/*.yaml) have, for every alert, a case where it fires with its labels and
 annotations checked and a case where it does not fire. promtool itself runs in scripts/test."""
 
+import json
 import pathlib
 import re
 import sys
@@ -37,6 +40,8 @@ metadata:
 spec:
 """
 SEVERITIES = {"S1", "S2", "S3"}
+# Azure Monitor alert severities: 0 Critical, 1 Error, 2 Warning, 3 Informational, 4 Verbose.
+AZURE_SEVERITY = {"S1": 0, "S2": 1, "S3": 2}
 
 
 def generated() -> str:
@@ -53,6 +58,69 @@ def anchors(markdown: str) -> set[str]:
             text = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower())
             found.add(text.replace(" ", "-"))
     return found
+
+
+def iso8601(duration: str) -> str:
+    """A Prometheus duration of whole hours and minutes ("1h", "15m", "1h30m") as ISO 8601."""
+    match = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?", duration)
+    if not duration or not match:
+        raise ValueError(f"for: {duration!r} is not whole hours and minutes; Azure takes ISO 8601 durations")
+    hours, minutes = match.groups()
+    return "PT" + (f"{hours}H" if hours else "") + (f"{minutes}M" if minutes else "")
+
+
+def azure_template() -> dict:
+    """One Microsoft.AlertsManagement/prometheusRuleGroups resource per group of the source, with
+    the same expressions, labels and annotations; each alert's Azure severity and action group
+    follow its S1/S2/S3 label."""
+    source = yaml.safe_load(SOURCE.read_text())
+    resources = []
+    for group in source["groups"]:
+        rules = []
+        for rule in group["rules"]:
+            azure = {"expression": rule["expr"].strip()}
+            if "record" in rule:
+                azure["record"] = rule["record"]
+            else:
+                severity = rule["labels"]["severity"]
+                azure.update(
+                    alert=rule["alert"],
+                    labels=rule["labels"],
+                    annotations=rule["annotations"],
+                    severity=AZURE_SEVERITY[severity],
+                    actions=[{"actionGroupId": f"[parameters('actionGroup{severity}')]"}],
+                    resolveConfiguration={"autoResolved": True, "timeToResolve": "PT5M"},
+                )
+                if "for" in rule:
+                    azure["for"] = iso8601(rule["for"])
+            rules.append(azure)
+        resources.append({
+            "type": "Microsoft.AlertsManagement/prometheusRuleGroups",
+            "apiVersion": "2023-03-01",
+            "name": f"[concat(parameters('namePrefix'), '{group['name']}')]",
+            "location": "[parameters('location')]",
+            "properties": {
+                "description": f"deploy/prometheus/bff-rules.yaml, group {group['name']}",
+                "scopes": ["[parameters('azureMonitorWorkspaceId')]"],
+                "enabled": True,
+                "interval": "PT1M",
+                "rules": rules,
+            },
+        })
+    string = {"type": "string"}
+    return {
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": {
+            "azureMonitorWorkspaceId": string,
+            "location": {"type": "string", "defaultValue": "[resourceGroup().location]"},
+            "namePrefix": {"type": "string", "defaultValue": ""},
+            "actionGroupS1": string,
+            "actionGroupS2": string,
+            "actionGroupS3": string,
+        },
+        "resources": resources,
+    }
 
 
 def check() -> list[str]:
@@ -87,6 +155,11 @@ def check() -> list[str]:
             path, _, anchor = url.partition("#")
             if path != "deploy/RUNBOOK.md" or anchor not in sections:
                 problems.append(f"{name}: runbook_url {url!r} names no section of deploy/RUNBOOK.md")
+
+    try:
+        azure_template()
+    except (KeyError, ValueError) as error:
+        problems.append(f"the Azure template cannot be made: {error}")
 
     fires, quiet = set(), set()
     test_files = sorted(TESTS.glob("*.yaml"))
@@ -123,6 +196,10 @@ def main() -> int:
     command = sys.argv[1] if len(sys.argv) > 1 else ""
     if command == "write":
         RULE.write_text(generated())
+        return 0
+    if command == "azure":
+        json.dump(azure_template(), sys.stdout, indent=2, ensure_ascii=False)
+        print()
         return 0
     if command == "check":
         problems = check()
