@@ -20,6 +20,8 @@ VENV_REQUIREMENTS=(
   "openapi-spec-validator==0.9.0"
   "kubernetes-validate==1.37.0"
   "swagger-ui-bundle==1.1.0"
+  "check-jsonschema==0.39.0"
+  "zizmor==1.32.0"
 )
 # Used only where no Python >= 3.12 exists (Debian 12 ships 3.11): the last
 # release of the mock that runs on 3.11. It differs from 0.4.8 mainly in
