@@ -104,35 +104,42 @@ public final class LocalOTLPCollector: Sendable {
     }
 
     static func decodeRequest(_ bytes: [UInt8]) throws -> [Span] {
-        var spans: [Span] = []
+        try exportedItems(bytes).map { try span($0.item, resource: $0.resource) }
+    }
+
+    /// The items of an OTLP export request with their resource's attributes. Traces and metrics
+    /// nest alike, with the same field numbers: the request's `Resource{Spans,Metrics}` (1), each
+    /// with its `resource` (1) and `Scope{Spans,Metrics}` (2), each with its spans or metrics (2).
+    static func exportedItems(_ bytes: [UInt8]) throws -> [(resource: [String: String], item: ArraySlice<UInt8>)] {
+        var items: [(resource: [String: String], item: ArraySlice<UInt8>)] = []
         var request = ProtobufReader(bytes[...])
         while let (field, wire) = try request.next() {
             guard field == 1, wire == 2 else {
                 try request.skip(wire)
                 continue
             }
-            var resourceSpans = ProtobufReader(try request.lengthDelimited())
+            var resourceItems = ProtobufReader(try request.lengthDelimited())
             var resource: [String: String] = [:]
-            var scopeSpans: [ArraySlice<UInt8>] = []
-            while let (field, wire) = try resourceSpans.next() {
+            var scopes: [ArraySlice<UInt8>] = []
+            while let (field, wire) = try resourceItems.next() {
                 switch (field, wire) {
-                case (1, 2): resource = try attributes(of: try resourceSpans.lengthDelimited())
-                case (2, 2): scopeSpans.append(try resourceSpans.lengthDelimited())
-                default: try resourceSpans.skip(wire)
+                case (1, 2): resource = try attributes(of: try resourceItems.lengthDelimited())
+                case (2, 2): scopes.append(try resourceItems.lengthDelimited())
+                default: try resourceItems.skip(wire)
                 }
             }
-            for scope in scopeSpans {
+            for scope in scopes {
                 var reader = ProtobufReader(scope)
                 while let (field, wire) = try reader.next() {
                     if field == 2, wire == 2 {
-                        spans.append(try span(try reader.lengthDelimited(), resource: resource))
+                        items.append((resource, try reader.lengthDelimited()))
                     } else {
                         try reader.skip(wire)
                     }
                 }
             }
         }
-        return spans
+        return items
     }
 
     private static func span(_ bytes: ArraySlice<UInt8>, resource: [String: String]) throws -> Span {

@@ -14,35 +14,7 @@ extension LocalOTLPCollector {
     }
 
     static func decodeMetrics(_ bytes: [UInt8]) throws -> [Metric] {
-        var metrics: [Metric] = []
-        var request = ProtobufReader(bytes[...])
-        while let (field, wire) = try request.next() {
-            guard field == 1, wire == 2 else {
-                try request.skip(wire)
-                continue
-            }
-            var resourceMetrics = ProtobufReader(try request.lengthDelimited())
-            var resource: [String: String] = [:]
-            var scopes: [ArraySlice<UInt8>] = []
-            while let (field, wire) = try resourceMetrics.next() {
-                switch (field, wire) {
-                case (1, 2): resource = try attributes(of: try resourceMetrics.lengthDelimited())
-                case (2, 2): scopes.append(try resourceMetrics.lengthDelimited())
-                default: try resourceMetrics.skip(wire)
-                }
-            }
-            for scope in scopes {
-                var reader = ProtobufReader(scope)
-                while let (field, wire) = try reader.next() {
-                    if field == 2, wire == 2 {
-                        metrics.append(try metric(try reader.lengthDelimited(), resource: resource))
-                    } else {
-                        try reader.skip(wire)
-                    }
-                }
-            }
-        }
-        return metrics
+        try exportedItems(bytes).map { try metric($0.item, resource: $0.resource) }
     }
 
     private static func metric(_ bytes: ArraySlice<UInt8>, resource: [String: String]) throws -> Metric {

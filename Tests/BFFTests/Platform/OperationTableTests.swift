@@ -37,9 +37,10 @@ struct OperationTableTests {
         }
         let ids = OperationTable.all.map(\.id)
         #expect(Set(ids).count == ids.count, "operation ids are unique")
-        #expect(Set(OperationTable.beside.map(\.path)) == ["/metrics", "/docs", "/docs/**"])
-        // Probes and scrapes make no traces; everything else does.
-        #expect(Set(OperationTable.all.filter { !$0.policy.traced }.map(\.id)) == ["getHealthz", "getReadyz", "getMetrics"])
+        // Metrics are on the admin listener, never on the public port.
+        #expect(Set(OperationTable.beside.map(\.path)) == ["/docs", "/docs/**"])
+        // Probes make no traces; everything else does.
+        #expect(Set(OperationTable.all.filter { !$0.policy.traced }.map(\.id)) == ["getHealthz", "getReadyz"])
     }
 
     /// The spellings an attacker tries for `path`: each is either not routed or routed to the same
