@@ -27,8 +27,7 @@ let package = Package(
     name: "bff",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "bff", targets: ["bff"]),
-        .library(name: "BFF", targets: ["BFF"]),
+        .executable(name: "bff", targets: ["bff"])
     ],
     // Every package of the resolved graph is pinned to one version with `exact:`, the transitive ones
     // too: Package.resolved cannot be committed here (it is gitignored: the package mirror of the
@@ -143,9 +142,12 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
-        // Local stand-ins for the services the BFF calls (APNs, FCM, Notification Hubs, an OpenAI-compatible
-        // LLM in both dialects, RevenueCat, an OTLP collector) that speak their protocols and check what they receive: the
-        // tests' servers, the benchmark's and scripts/dev's (push-stand-in, llm-stand-in, revenuecat-stand-in, otlp-stand-in).
+        // Tools/: every fake and every tool, apart from what ships. Local stand-ins for the services the BFF
+        // calls (APNs, FCM, Notification Hubs, an OpenAI-compatible LLM in both dialects, RevenueCat, an OTLP
+        // collector) that speak their protocols and check what they receive: the tests' servers, the
+        // benchmark's and scripts/dev's (push-stand-in, llm-stand-in, revenuecat-stand-in, otlp-stand-in), and
+        // the benchmark's own commands (bff-bench). In the root package, not a package of their own: the tests
+        // use the stand-ins, and a second package would depend on this one and this one's tests on it.
         .target(
             name: "StandIns",
             dependencies: [
@@ -159,15 +161,18 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            ]
+            ],
+            path: "Tools/StandIns"
         ),
         .executableTarget(
             name: "llm-stand-in",
-            dependencies: ["StandIns"]
+            dependencies: ["StandIns"],
+            path: "Tools/llm-stand-in"
         ),
         .executableTarget(
             name: "push-stand-in",
-            dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["StandIns", .product(name: "Logging", package: "swift-log")],
+            path: "Tools/push-stand-in"
         ),
         .executableTarget(
             name: "otlp-stand-in",
@@ -175,7 +180,8 @@ let package = Package(
                 "StandIns",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Tools/otlp-stand-in"
         ),
         .executableTarget(
             name: "revenuecat-stand-in",
@@ -183,7 +189,8 @@ let package = Package(
                 "StandIns",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
-            ]
+            ],
+            path: "Tools/revenuecat-stand-in"
         ),
         .executableTarget(
             name: "bff-bench",
@@ -196,7 +203,7 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
-            path: "Benchmarks/bff-bench"
+            path: "Tools/bff-bench"
         ),
         .testTarget(
             name: "BFFWireTests",

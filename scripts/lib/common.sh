@@ -9,7 +9,7 @@ PG_CLUSTER="$ROOT/scripts/lib/pg-cluster"
 VENV="$LOCAL/venv"
 # The hand-written Swift that follows .swift-format (Sources/BFFAPI is generated).
 SWIFT_FORMAT_PATHS=("$ROOT/Package.swift" "$ROOT/Sources/BFF" "$ROOT/Sources/BFFWire" "$ROOT/Sources/EventLoopExecutor"
-  "$ROOT/Sources/bff" "$ROOT/Tests" "$ROOT/Benchmarks")
+  "$ROOT/Sources/bff" "$ROOT/Tests" "$ROOT/Tools/bff-bench")
 PIDS_DIR="$LOCAL/pids"
 
 # Python tools used by the scripts, pinned. Changing this list re-runs pip.
