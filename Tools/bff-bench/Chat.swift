@@ -23,7 +23,7 @@ func benchChat(_ options: Options) async throws {
     let url = try DatabaseURL(parsing: try options.string("database"))
     let logger = benchLogger()
     let configuration = try TokenConfiguration(environment: ProcessInfo.processInfo.environment)
-    let tokens = AccessTokens(keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: 3600)
+    let tokens = AccessTokens(keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: .seconds(3600))
     let users = (0..<(turns + jsonTurns + open)).map { _ in UUID() }
     let database = Database(configuration: url, perEventLoopOf: .singleton, timeout: .seconds(30), poolSize: 2, logger: logger)
     try await Commands.withDatabase(database) { client in

@@ -151,7 +151,7 @@ func benchRegister(_ options: Options) async throws {
     let device = "bench-register-\(user.uuidString.prefix(8))"
     let token = String(repeating: "ab", count: 32)
     let access = AccessTokens(
-        keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: 3600
+        keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: .seconds(3600)
     ).issue(userID: user, deviceID: device, familyID: UUID(), scopes: ["push:register"], tokenID: randomBase64URL(bytes: 16), issuedAt: Date())
     let body = #"{"token":"\#(token)","platform":"ios","device_id":"\#(device)"}"#
 

@@ -98,7 +98,7 @@ func benchJWT(_ options: Options) async throws {
     let rounds = try options.int("rounds", default: 3)
     let budget = try options.int("budget", default: 15)
     let keyText = options.string("key", default: "k1:\(randomBase64URL(bytes: 32))")
-    let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: keyText), issuer: "bff", audience: "mobile", lifetime: 900)
+    let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: keyText), issuer: "bff", audience: "mobile", lifetime: .seconds(900))
     let clock = ContinuousClock()
 
     let token = tokens.issue(
@@ -208,7 +208,7 @@ func benchTokens(_ options: Options) async throws {
     // The server's own keys, issuer and audience.
     let configuration = try TokenConfiguration(environment: ProcessInfo.processInfo.environment)
     let tokens = AccessTokens(
-        keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: lifetime)
+        keyRing: configuration.jwtKeys, issuer: configuration.jwtIssuer, audience: configuration.jwtAudience, lifetime: .seconds(lifetime))
     let now = Date()
     var lines: [String] = []
     lines.reserveCapacity(users.count)

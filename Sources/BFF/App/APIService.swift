@@ -21,25 +21,21 @@ struct APIService: APIProtocol {
     let remoteConfig: RemoteConfigSource
     let openAPIDocument: Data?
 
+    /// References to what the composition root built; nothing is made here.
     init(dependencies: AppDependencies) {
-        health = HealthHandlers(dependencies.base)
+        health = dependencies.health
         auth = dependencies.auth
         chats = dependencies.chats
-        chatCreation = ChatCreation(database: dependencies.database, repository: chats)
-        settings = SettingsRepository(database: dependencies.database, recalls: dependencies.features.recalls)
-        pushTokens = PushTokenRepository(database: dependencies.database)
-        recalls = RecallRepository(database: dependencies.database, scheduler: dependencies.features.recalls)
+        chatCreation = dependencies.chatCreation
+        settings = dependencies.settings
+        pushTokens = dependencies.pushTokens
+        recalls = dependencies.recallStore
         subscriptions = dependencies.features.subscriptionSync.store
-        turns = ChatTurn(
-            database: dependencies.database, chats: dependencies.chats, limiter: RateLimiter(database: dependencies.database), llm: dependencies.features.llm,
-            quota: TurnQuota(subscriptions: subscriptions, limits: dependencies.configuration.planLimits), drain: dependencies.drain,
-            logger: dependencies.logger)
-        purchases = PurchaseVerification(sync: dependencies.features.subscriptionSync, limiter: RateLimiter(database: dependencies.database))
-        inbox = RevenueCatInbox(database: dependencies.database, logger: dependencies.logger)
-        accountDeletion = AccountDeletion(
-            database: dependencies.database, revokedSessions: dependencies.revokedSessions,
-            removesStoreCustomer: dependencies.configuration.features.subscriptions.apiKey != nil, logger: dependencies.logger)
-        accountExport = AccountExport(database: dependencies.database, logger: dependencies.logger)
+        turns = dependencies.turns
+        purchases = dependencies.purchases
+        inbox = dependencies.inbox
+        accountDeletion = dependencies.accountDeletion
+        accountExport = dependencies.accountExport
         remoteConfig = dependencies.remoteConfig
         openAPIDocument = dependencies.openAPIDocument
     }

@@ -28,7 +28,8 @@ public struct AppConfiguration: Sendable {
     public var httpMaxConnections: Int
     public var tlsCertificatePath: String?
     public var tlsKeyPath: String?
-    public var revocationPollInterval: Int
+    /// `BFF_REVOCATION_POLL_INTERVAL`: how often revoked sessions are read again.
+    public var revocationPollInterval: Duration
     public var oidcIssuer: URL
     public var oidcClientID: String
     public var oidcClientSecret: String?
@@ -78,7 +79,7 @@ public struct AppConfiguration: Sendable {
         apiDocsDirectory = reader.optional("BFF_API_DOCS_DIR")
         tlsCertificatePath = reader.optional("BFF_TLS_CERT")
         tlsKeyPath = reader.optional("BFF_TLS_KEY")
-        revocationPollInterval = try reader.int("BFF_REVOCATION_POLL_INTERVAL", default: 5, range: 1...60)
+        revocationPollInterval = .seconds(try reader.int("BFF_REVOCATION_POLL_INTERVAL", default: 5, range: 1...60))
         let issuer = try reader.required("BFF_OIDC_ISSUER")
         guard let issuerURL = URL(string: issuer), let scheme = issuerURL.scheme?.lowercased(), let host = issuerURL.host?.lowercased(),
             scheme == "https" || scheme == "http"

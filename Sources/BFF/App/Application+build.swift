@@ -21,10 +21,21 @@ public struct AppDependencies: Sendable {
     let chats: ChatRepository
     /// The remote app configuration, re-read when its file changes.
     let remoteConfig: RemoteConfigSource
+    let health: HealthHandlers
+    let chatCreation: ChatCreation
+    let settings: SettingsRepository
+    let pushTokens: PushTokenRepository
+    let recallStore: RecallRepository
+    let turns: ChatTurn
+    let purchases: PurchaseVerification
+    let inbox: RevenueCatInbox
+    let accountDeletion: AccountDeletion
+    let accountExport: AccountExport
+    let sightings: DeviceSightings
     /// The contract, as `GET /openapi.yaml` serves it; nil when its file cannot be read.
     let openAPIDocument: Data?
     /// Passed by `bff serve` during a drain, before the grace period ends (`DrainDeadline.Clock`).
-    public let drain = DrainDeadline()
+    public let drain: DrainDeadline
 
     public var base: BaseServices { features.base }
     public var database: Database { features.base.database }
@@ -39,17 +50,35 @@ public struct AppDependencies: Sendable {
     init(configuration: AppConfiguration, features: FeatureServices) throws {
         self.configuration = configuration
         self.features = features
+        let drain = DrainDeadline()
+        self.drain = drain
         let database = features.base.database
         let logger = features.base.logger
         let tokens = configuration.tokens
-        accessTokens = AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessTTL)
-        revokedSessions = RevokedSessions(accessTokenLifetime: tokens.accessTTL)
+        accessTokens = AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessLifetime)
+        revokedSessions = RevokedSessions(accessTokenLifetime: tokens.accessLifetime)
         auth = AuthService(
             sessions: SessionIssuer(database: database, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
             redirectURIs: configuration.oidcRedirectURIs,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret))
         chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)
         remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
+        health = HealthHandlers(features.base)
+        chatCreation = ChatCreation(database: database, repository: chats)
+        settings = SettingsRepository(database: database, recalls: features.recalls)
+        pushTokens = PushTokenRepository(database: database)
+        recallStore = RecallRepository(database: database, scheduler: features.recalls)
+        let subscriptions = features.subscriptionSync.store
+        turns = ChatTurn(
+            database: database, chats: chats, limiter: features.base.limiter, llm: features.llm,
+            quota: TurnQuota(subscriptions: subscriptions, limits: configuration.planLimits), drain: drain, logger: logger)
+        purchases = PurchaseVerification(sync: features.subscriptionSync, limiter: features.base.limiter)
+        inbox = RevenueCatInbox(database: database, logger: logger)
+        accountDeletion = AccountDeletion(
+            database: database, revokedSessions: revokedSessions, removesStoreCustomer: configuration.features.subscriptions.apiKey != nil,
+            logger: logger)
+        accountExport = AccountExport(database: database, logger: logger)
+        sightings = DeviceSightings(database: database, logger: logger)
         openAPIDocument = FileManager.default.contents(atPath: configuration.openAPIFile)
         if openAPIDocument == nil {
             logger.warning("the contract file cannot be read; GET /openapi.yaml answers 404", metadata: ["file": .string(configuration.openAPIFile)])
@@ -112,7 +141,7 @@ func buildApplication(
     if process.jobs.concurrency > 0 {
         app.addServices(dependencies.features.jobs(retention: process.jobs.retention).worker(dependencies.base, configuration: process.jobs, started: started))
     }
-    let readiness = HealthHandlers(dependencies.base).readiness
+    let readiness = dependencies.health.readiness
     app.addServices(HealthSampler(readiness: readiness))
     if let admin = process.admin {
         app.addServices(AdminListener.application(admin, readiness: readiness, logger: dependencies.logger))
@@ -162,10 +191,10 @@ func buildRouter(
     router.add(middleware: AcceptMiddleware())
     router.add(
         middleware: RateLimitMiddleware(
-            limiter: RateLimiter(database: dependencies.database), loginPerAddress: configuration.authRateLimit,
+            limiter: dependencies.base.limiter, loginPerAddress: configuration.authRateLimit,
             loginPerDevice: configuration.authDeviceRateLimit, clientAddress: clientAddress))
     router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit, readTimeout: configuration.bodyReadTimeout, logger: dependencies.logger))
-    router.add(middleware: ClientIdentityMiddleware(sightings: DeviceSightings(database: dependencies.database, logger: dependencies.logger)))
+    router.add(middleware: ClientIdentityMiddleware(sightings: dependencies.sightings))
     router.add(middleware: OpenAPIContextMiddleware())
 
     // The API reference: its two routes answer 404, which FileMiddleware turns into the file asked
@@ -180,7 +209,7 @@ func buildRouter(
 
     for route in extraRoutes { route.register(router) }
     ChatListRoute(chats: dependencies.chats).register(on: router)
-    AccountExport(database: dependencies.database, logger: dependencies.logger).register(on: router)
+    dependencies.accountExport.register(on: router)
     let transport = RecordingTransport(
         router: router, routes: routes,
         servedNatively: [(ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path)])

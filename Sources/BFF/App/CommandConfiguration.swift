@@ -47,9 +47,12 @@ public struct TokenConfiguration: Sendable {
     public var jwtKeys: JWTKeyRing
     public var jwtIssuer: String
     public var jwtAudience: String
-    public var accessTTL: Int
-    public var refreshTTL: Int
-    public var refreshReuseInterval: Int
+    /// `BFF_ACCESS_TTL`: an AppJWT's lifetime.
+    public var accessLifetime: Duration
+    /// `BFF_REFRESH_TTL`: a refresh token's lifetime.
+    public var refreshLifetime: Duration
+    /// `BFF_REFRESH_REUSE_INTERVAL`: how long a rotated refresh token still answers a retry.
+    public var refreshReuseInterval: Duration
 
     public init(environment: [String: String]) throws {
         try self.init(EnvironmentReader(environment))
@@ -59,9 +62,9 @@ public struct TokenConfiguration: Sendable {
         jwtKeys = try JWTKeyRing(parsing: try reader.required("BFF_JWT_KEYS"))
         jwtIssuer = reader.string("BFF_JWT_ISSUER", default: "bff")
         jwtAudience = reader.string("BFF_JWT_AUDIENCE", default: "mobile")
-        accessTTL = try reader.int("BFF_ACCESS_TTL", default: 900, range: 60...86_400)
-        refreshTTL = try reader.int("BFF_REFRESH_TTL", default: 2_592_000, range: 3_600...31_536_000)
-        refreshReuseInterval = try reader.int("BFF_REFRESH_REUSE_INTERVAL", default: 10, range: 0...300)
+        accessLifetime = .seconds(try reader.int("BFF_ACCESS_TTL", default: 900, range: 60...86_400))
+        refreshLifetime = .seconds(try reader.int("BFF_REFRESH_TTL", default: 2_592_000, range: 3_600...31_536_000))
+        refreshReuseInterval = .seconds(try reader.int("BFF_REFRESH_REUSE_INTERVAL", default: 10, range: 0...300))
     }
 }
 
@@ -107,21 +110,23 @@ public struct ProcessConfiguration: Sendable {
 /// subscriptions. Each outside service is off when none of its variables is set (logged once at
 /// start by `announce`); half of them set is a start-up error naming the missing one.
 public struct FeatureConfiguration: Sendable {
-    /// `BFF_RECALL_BASE_INTERVAL`: seconds of a first successful recall's interval (a day).
-    public var recallBaseInterval: Int
+    /// `BFF_RECALL_BASE_INTERVAL`: a first successful recall's interval (a day).
+    public var recallBaseInterval: Duration
     /// `BFF_DEEP_LINK_BASE`: what a push's deep link starts with.
     public var deepLinkBase: String
     /// `BFF_PUSH_CONCURRENCY`: pushes in flight at once per process.
     public var pushConcurrency: Int
-    /// The push services and the outbound CA file.
+    /// The push services.
     public var push: PushConfiguration
     /// The tutoring turn's LLM (`BFF_LLM_*`); nil without `BFF_LLM_BASE_URL`.
     public var llm: LLMConfiguration?
     /// Subscriptions through RevenueCat (`BFF_REVENUECAT_*`, `BFF_IAP_*`).
     public var subscriptions: SubscriptionConfiguration
+    /// What every outbound HTTPS client trusts (`BFF_OUTBOUND_CA_FILE`).
+    public var outbound: OutboundHTTPConfiguration
 
     init(_ reader: EnvironmentReader) throws {
-        recallBaseInterval = try reader.int("BFF_RECALL_BASE_INTERVAL", default: 86_400, range: 1...31_536_000)
+        recallBaseInterval = .seconds(try reader.int("BFF_RECALL_BASE_INTERVAL", default: 86_400, range: 1...31_536_000))
         deepLinkBase = reader.string("BFF_DEEP_LINK_BASE", default: "learnapp://")
         guard let scheme = deepLinkBase.split(separator: ":", maxSplits: 1).first, deepLinkBase.contains(":"),
             scheme.first?.isLetter == true, scheme.allSatisfy({ $0.isLetter || $0.isNumber || "+-.".contains($0) }),
@@ -133,6 +138,7 @@ public struct FeatureConfiguration: Sendable {
         push = try PushConfiguration(reader)
         llm = try LLMConfiguration(reader)
         subscriptions = try SubscriptionConfiguration(reader)
+        outbound = try OutboundHTTPConfiguration(reader)
     }
 
     /// One line per outside service that is off, so an operator sees at start what this process

@@ -11,6 +11,8 @@ public struct BaseServices: Sendable {
     public let logger: Logger
     public let database: Database
     public let migrator: Migrator
+    /// The rate limits' buckets, shared by every replica through the database.
+    let limiter: RateLimiter
 
     public init(configuration: BaseConfiguration, logger: Logger) throws {
         Observability.bootstrap()
@@ -18,6 +20,7 @@ public struct BaseServices: Sendable {
         self.logger = logger
         database = Database(configuration, logger: logger)
         migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
+        limiter = RateLimiter(database: database)
     }
 
     /// Runs `body` with the pools running, after checking that the schema is this build's.
@@ -59,19 +62,19 @@ public struct FeatureServices: Sendable {
     public init(base: BaseServices, configuration: FeatureConfiguration) throws {
         self.base = base
         self.configuration = configuration
-        recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval)))
-        pushSenders = try PushSenders(configuration: configuration.push)
-        llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.push.outboundCAFile) }
-        subscriptionSync = try Self.subscriptionSync(base: base, configuration: configuration.subscriptions, caFile: configuration.push.outboundCAFile)
+        recalls = RecallScheduler(repetition: SpacedRepetition(base: Double(configuration.recallBaseInterval.components.seconds)))
+        pushSenders = try PushSenders(configuration: configuration.push, outbound: configuration.outbound)
+        llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.outbound.extraCAFile) }
+        subscriptionSync = try Self.subscriptionSync(base: base, configuration: configuration.subscriptions, outbound: configuration.outbound)
     }
 
-    static func subscriptionSync(base: BaseServices, configuration: SubscriptionConfiguration, caFile: String?) throws -> SubscriptionSync {
+    static func subscriptionSync(base: BaseServices, configuration: SubscriptionConfiguration, outbound: OutboundHTTPConfiguration) throws -> SubscriptionSync {
         SubscriptionSync(
             store: SubscriptionStore(database: base.database, configuration: configuration, logger: base.logger),
             client: try configuration.apiKey.map {
-                try RevenueCatClient(baseURL: configuration.baseURL, apiKey: $0, extraCAFile: caFile, timeout: configuration.timeout)
+                try RevenueCatClient(baseURL: configuration.baseURL, apiKey: $0, extraCAFile: outbound.extraCAFile, timeout: configuration.timeout)
             },
-            limiter: RateLimiter(database: base.database), logger: base.logger)
+            limiter: base.limiter, logger: base.logger)
     }
 
     /// Every job kind this build runs, and its periodic jobs.

@@ -55,13 +55,14 @@ public struct AccessTokens: Sendable {
     private let signingHeader: [UInt8]
     let issuer: String
     let audience: String
+    /// Whole seconds, as the `exp` claim counts them.
     let lifetime: Int
     /// Tolerated clock skew for `iat`.
     static let leeway: TimeInterval = 60
     /// Longer input is refused before any work.
     static let maximumLength = 8192
 
-    public init(keyRing: JWTKeyRing, issuer: String, audience: String, lifetime: Int) {
+    public init(keyRing: JWTKeyRing, issuer: String, audience: String, lifetime: Duration) {
         keys = Dictionary(uniqueKeysWithValues: keyRing.keys.map { ($0.id, HMAC<SHA256>(key: SymmetricKey(data: $0.secret))) })
         signingKey = HMAC<SHA256>(key: SymmetricKey(data: keyRing.signingKey.secret))
         var header = JSONWriter(capacity: 64)
@@ -80,7 +81,7 @@ public struct AccessTokens: Sendable {
         signingHeader = encoded
         self.issuer = issuer
         self.audience = audience
-        self.lifetime = lifetime
+        self.lifetime = Int(lifetime.components.seconds)
     }
 
     /// Signs a token issued at `issuedAt` (whole seconds). The claims are written in sorted key

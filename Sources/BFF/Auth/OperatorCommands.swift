@@ -34,8 +34,8 @@ extension Commands {
         let tokens = try TokenConfiguration(EnvironmentReader(environment))
         let auth = SessionIssuer(
             database: base.database, tokens: tokens,
-            accessTokens: AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessTTL),
-            revokedSessions: RevokedSessions(accessTokenLifetime: tokens.accessTTL), logger: base.logger)
+            accessTokens: AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessLifetime),
+            revokedSessions: RevokedSessions(accessTokenLifetime: tokens.accessLifetime), logger: base.logger)
         let pairs = try await withDatabase(base.database) { client in
             // A schema behind this build is "run bff migrate", not a missing column's error.
             try await base.migrator.requireCurrent(client: client)

@@ -54,7 +54,7 @@ struct RefreshTokenStore: Sendable {
     let reuseInterval: TimeInterval
     let logger: Logger
 
-    init(database: Database, keyRing: JWTKeyRing, lifetime: Int, reuseInterval: Int, logger: Logger) {
+    init(database: Database, keyRing: JWTKeyRing, lifetime: Duration, reuseInterval: Duration, logger: Logger) {
         self.database = database
         // Keys of their own, derived from the ring's, so a JWT secret itself never signs anything else.
         // The whole ring, so that a retry reaching a replica whose ring differs during a key
@@ -64,8 +64,8 @@ struct RefreshTokenStore: Sendable {
                 inputKeyMaterial: SymmetricKey(data: key.secret),
                 info: Data("bff refresh-token derivation v1".utf8), outputByteCount: 32)
         }
-        self.lifetime = TimeInterval(lifetime)
-        self.reuseInterval = TimeInterval(reuseInterval)
+        self.lifetime = TimeInterval(lifetime.components.seconds)
+        self.reuseInterval = TimeInterval(reuseInterval.components.seconds)
         self.logger = logger
     }
 

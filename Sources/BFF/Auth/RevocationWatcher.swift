@@ -24,7 +24,7 @@ struct RevocationWatcher: Service {
     init(dependencies: AppDependencies) {
         revoked = dependencies.revokedSessions
         identity = IdentityRepository(database: dependencies.database)
-        interval = .seconds(dependencies.configuration.revocationPollInterval)
+        interval = dependencies.configuration.revocationPollInterval
         logger = dependencies.logger
     }
 

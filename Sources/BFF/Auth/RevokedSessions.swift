@@ -23,8 +23,8 @@ public final class RevokedSessions: Sendable {
     private let state = NIOLockedValueBox(State())
     private let held = Gauge(label: "bff_revoked_sessions_held")
 
-    init(accessTokenLifetime: Int) {
-        retention = TimeInterval(accessTokenLifetime) + 2 * AccessTokens.leeway
+    init(accessTokenLifetime: Duration) {
+        retention = TimeInterval(accessTokenLifetime.components.seconds) + 2 * AccessTokens.leeway
     }
 
     /// Whether the family was revoked; runs on every authenticated request.

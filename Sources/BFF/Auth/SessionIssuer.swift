@@ -15,7 +15,7 @@ struct SessionIssuer: Sendable {
     init(database: Database, tokens: TokenConfiguration, accessTokens: AccessTokens, revokedSessions: RevokedSessions, logger: Logger) {
         identity = IdentityRepository(database: database)
         refreshTokens = RefreshTokenStore(
-            database: database, keyRing: tokens.jwtKeys, lifetime: tokens.refreshTTL, reuseInterval: tokens.refreshReuseInterval, logger: logger)
+            database: database, keyRing: tokens.jwtKeys, lifetime: tokens.refreshLifetime, reuseInterval: tokens.refreshReuseInterval, logger: logger)
         self.accessTokens = accessTokens
         self.revokedSessions = revokedSessions
         self.logger = logger

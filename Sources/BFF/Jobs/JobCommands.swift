@@ -52,7 +52,7 @@ extension Commands {
 
     private static func subscriptionJob(_ kind: String, _ reader: EnvironmentReader, _ base: BaseServices) throws -> PeriodicJob {
         let configuration = try SubscriptionConfiguration(reader)
-        let sync = try FeatureServices.subscriptionSync(base: base, configuration: configuration, caFile: try PushConfiguration.outboundCAFile(reader))
+        let sync = try FeatureServices.subscriptionSync(base: base, configuration: configuration, outbound: try OutboundHTTPConfiguration(reader))
         guard let job = sync.periodic.first(where: { $0.handler.kind == kind }) else { preconditionFailure("\(kind) is a periodic job of SubscriptionSync") }
         return job
     }

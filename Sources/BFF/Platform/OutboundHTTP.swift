@@ -8,6 +8,22 @@ import NIOPosix
 import NIOSSL
 import Tracing
 
+/// `BFF_OUTBOUND_CA_FILE`: PEM certificates every outbound HTTPS client trusts besides the system's.
+public struct OutboundHTTPConfiguration: Sendable {
+    public var extraCAFile: String?
+
+    public init(extraCAFile: String? = nil) {
+        self.extraCAFile = extraCAFile
+    }
+
+    init(_ reader: EnvironmentReader) throws {
+        extraCAFile = reader.optional("BFF_OUTBOUND_CA_FILE")
+        if let extraCAFile, !FileManager.default.isReadableFile(atPath: extraCAFile) {
+            throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(extraCAFile) is not a readable file")
+        }
+    }
+}
+
 /// The process's clients for the services it calls (push services, the LLM): the system's roots plus
 /// `BFF_OUTBOUND_CA_FILE` (tests' local services, an operator's TLS-inspecting proxy), HTTP/2 where
 /// the service offers it (APNs requires it), no redirects (nothing is re-sent elsewhere), bounded

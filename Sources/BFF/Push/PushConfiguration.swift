@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// The push services (`BFF_PUSH_ROUTE`, `BFF_APNS_*`, `BFF_FCM_*`, `BFF_NH_*`, `BFF_OUTBOUND_CA_FILE`;
+/// The push services (`BFF_PUSH_ROUTE`, `BFF_APNS_*`, `BFF_FCM_*`, `BFF_NH_*`;
 /// deploy/README.md). Each is
 /// on when its variables are set; none set is allowed (recalls still work, pushes wait).
 public struct PushConfiguration: Sendable {
@@ -18,8 +18,6 @@ public struct PushConfiguration: Sendable {
     var fcmBaseURL: String
     /// `BFF_PUSH_ROUTE=notification-hubs`: every push through this hub instead.
     var notificationHubs: (connection: NotificationHubsSender.Connection, hub: String)?
-    /// PEM certificates trusted besides the system's roots for every outbound HTTPS call.
-    var outboundCAFile: String?
 
     init(_ reader: EnvironmentReader) throws {
         let apnsNames = ["BFF_APNS_KEY_FILE", "BFF_APNS_KEY_ID", "BFF_APNS_TEAM_ID", "BFF_APNS_TOPIC"]
@@ -39,7 +37,6 @@ public struct PushConfiguration: Sendable {
         }
         fcmCredentialsFile = reader.optional("BFF_FCM_CREDENTIALS_FILE")
         fcmBaseURL = try Self.baseURL(reader, "BFF_FCM_BASE_URL", default: "https://fcm.googleapis.com")
-        outboundCAFile = try Self.outboundCAFile(reader)
         switch reader.string("BFF_PUSH_ROUTE", default: "direct") {
         case "direct":
             // A hub's settings without its route would leave pushes off while the operator thinks
@@ -65,15 +62,6 @@ public struct PushConfiguration: Sendable {
         }
     }
 
-    /// `BFF_OUTBOUND_CA_FILE`: PEM certificates every outbound HTTPS client trusts besides the system's.
-    static func outboundCAFile(_ reader: EnvironmentReader) throws -> String? {
-        guard let file = reader.optional("BFF_OUTBOUND_CA_FILE") else { return nil }
-        guard FileManager.default.isReadableFile(atPath: file) else {
-            throw ConfigurationError("BFF_OUTBOUND_CA_FILE", "\(file) is not a readable file")
-        }
-        return file
-    }
-
     /// An https URL without a trailing slash: push payloads name learners' chats.
     private static func baseURL(_ reader: EnvironmentReader, _ name: String, default fallback: String) throws -> String {
         let value = reader.string(name, default: fallback)
@@ -87,10 +75,10 @@ public struct PushConfiguration: Sendable {
 extension PushSenders {
     /// The senders `configuration` turns on, their keys read once here: a key that cannot be read
     /// stops start-up, naming its variable.
-    init(configuration: PushConfiguration) throws {
+    init(configuration: PushConfiguration, outbound: OutboundHTTPConfiguration) throws {
         self.init()
         guard configuration.apns != nil || configuration.fcmCredentialsFile != nil || configuration.notificationHubs != nil else { return }
-        let http = try OutboundHTTP.client(extraCAFile: configuration.outboundCAFile)
+        let http = try OutboundHTTP.client(extraCAFile: outbound.extraCAFile)
         if let hubs = configuration.notificationHubs {
             // The hub holds the APNs and FCM credentials; this process needs none of its own.
             self.notificationHubs = NotificationHubsSender(connection: hubs.connection, hub: hubs.hub, http: http)

@@ -15,7 +15,7 @@ struct AccessTokenInteropTests {
 
     @Test("tokens this server signs verify with jwt-kit, and jwt-kit's HS256 tokens verify here")
     func jwtKit() async throws {
-        let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: "k5:" + Base64URL.encode(Self.secret)), issuer: "bff", audience: "mobile", lifetime: 900)
+        let tokens = AccessTokens(keyRing: try JWTKeyRing(parsing: "k5:" + Base64URL.encode(Self.secret)), issuer: "bff", audience: "mobile", lifetime: .seconds(900))
         let keys = JWTKeyCollection()
         await keys.add(hmac: HMACKey(from: Self.secret), digestAlgorithm: .sha256, kid: "k5")
         let user = UUID(), family = UUID()

@@ -15,7 +15,7 @@ struct AccessTokenTests {
     static let k2 = [UInt8](repeating: 7, count: 32)
 
     func tokens(_ ring: String = TestEnvironment.jwtKeys) throws -> AccessTokens {
-        AccessTokens(keyRing: try JWTKeyRing(parsing: ring), issuer: "bff", audience: "mobile", lifetime: 900)
+        AccessTokens(keyRing: try JWTKeyRing(parsing: ring), issuer: "bff", audience: "mobile", lifetime: .seconds(900))
     }
 
     /// A token with any header and claims, HMAC-signed with `secret` (or unsigned).
@@ -65,7 +65,7 @@ struct AccessTokenTests {
 
     @Test("a token signed with a longer lifetime (a replica before a rollout) lives only this lifetime after its iat")
     func lifetimeOfThisProcessBounds() async throws {
-        let longer = AccessTokens(keyRing: try JWTKeyRing(parsing: TestEnvironment.jwtKeys), issuer: "bff", audience: "mobile", lifetime: 3600)
+        let longer = AccessTokens(keyRing: try JWTKeyRing(parsing: TestEnvironment.jwtKeys), issuer: "bff", audience: "mobile", lifetime: .seconds(3600))
         let tokens = try tokens()
         let now = Date()
         let young = longer.issue(

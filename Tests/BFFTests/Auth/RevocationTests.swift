@@ -62,7 +62,7 @@ struct RevocationTests {
     @Test("a poll reads the revocations of the last access-token lifetime (plus margin), and no older ones")
     func window() async throws {
         let inside = try await Learner.make(database: database), outside = try await Learner.make(database: database)
-        let retention = RevokedSessions(accessTokenLifetime: 900).retention
+        let retention = RevokedSessions(accessTokenLifetime: .seconds(900)).retention
         try await database.withClient { client in
             for (session, age) in [(inside, retention - 30), (outside, retention + 30)] {
                 _ = try await client.query(
@@ -83,7 +83,7 @@ struct RevocationTests {
 
     @Test("a poll replaces what the last one read; this process's own revocations stay for the retention")
     func retention() {
-        let sessions = RevokedSessions(accessTokenLifetime: 900)
+        let sessions = RevokedSessions(accessTokenLifetime: .seconds(900))
         #expect(sessions.retention == 1020)
         let now = Date()
         let (polled, local, later) = (UUID(), UUID(), UUID())

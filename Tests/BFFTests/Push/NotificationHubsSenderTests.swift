@@ -85,7 +85,8 @@ struct NotificationHubsSenderTests {
                 "BFF_PUSH_ROUTE": "notification-hubs", "BFF_NH_CONNECTION_STRING": hubs.connectionString(base: "https://localhost:1"),
                 "BFF_NH_HUB": hubs.hub,
             ])
-        let senders = try PushSenders(configuration: try AppConfiguration(environment: environment).features.push)
+        let features = try AppConfiguration(environment: environment).features
+        let senders = try PushSenders(configuration: features.push, outbound: features.outbound)
         #expect(senders.sender(for: .apns) is NotificationHubsSender)
         #expect(senders.sender(for: .fcm) is NotificationHubsSender)
         #expect(!senders.isEmpty)
@@ -93,7 +94,7 @@ struct NotificationHubsSenderTests {
             configuration: try AppConfiguration(
                 environment: TestEnvironment.serverEnvironment(
                     database: try DatabaseURL(parsing: "postgres://bff@localhost:5432/unused"))
-            ).features.push)
+            ).features.push, outbound: OutboundHTTPConfiguration())
         #expect(direct.isEmpty && direct.sender(for: .apns) == nil)
     }
 
