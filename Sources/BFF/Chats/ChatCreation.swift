@@ -10,8 +10,6 @@ struct ChatCreation: Sendable {
     let database: Database
     let repository: ChatRepository
     static let operation = "createChat"
-    /// How long a key is kept: a retry within it replays, and the key is free again after it.
-    static let keyLifetimeSeconds = 24 * 3600
 
     struct Request: Codable, Sendable {
         let title: String?
@@ -31,53 +29,29 @@ struct ChatCreation: Sendable {
         let logger = database.logger
         return try await database.run { client in
             try await client.withTransaction(logger: logger) { connection -> Outcome in
-                if let key = idempotencyKey {
-                    // A key older than 24 hours is free again.
-                    let claimed = try await connection.query(
-                        """
-                        INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
-                        VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
-                        ON CONFLICT (user_id, operation, key) DO UPDATE
-                            SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
-                            WHERE idempotency_keys.created_at < now() - make_interval(secs => \(Self.keyLifetimeSeconds))
-                        RETURNING 1
-                        """, logger: logger)
-                    var owned = false
-                    for try await _ in claimed { owned = true }
-                    if !owned { return try await Self.replay(connection, userID: userID, key: key, requestHash: requestHash, logger: logger) }
+                let key = idempotencyKey.map { IdempotencyStore.Key(userID: userID, operation: Self.operation, key: $0) }
+                // A concurrent duplicate waits here on the key's row, then replays what the first stored.
+                if let key, !(try await IdempotencyStore.claim(key, requestHash: requestHash, on: connection, logger: logger)) {
+                    return try await Self.replay(connection, key: key, requestHash: requestHash, logger: logger)
                 }
                 let (subjectID, topicID) = try await Self.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
                 let chat = try await repository.create(
                     on: connection, userID: userID, title: title, subjectID: subjectID, topicID: topicID, logger: logger)
-                if let key = idempotencyKey {
-                    let body = try JSONEncoder().encode(chat)
-                    _ = try await connection.query(
-                        """
-                        UPDATE idempotency_keys SET status_code = 201, response_body = \(body)
-                        WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
-                        """, logger: logger)
+                if let key {
+                    try await IdempotencyStore.answer(key, status: 201, body: try JSONEncoder().encode(chat), on: connection, logger: logger)
                 }
                 return .created(chat)
             }
         }
     }
 
-    private static func replay(_ connection: PostgresConnection, userID: UUID, key: String, requestHash: Data, logger: Logger) async throws -> Outcome {
-        let rows = try await connection.query(
-            """
-            SELECT request_hash, response_body FROM idempotency_keys
-            WHERE user_id = \(userID) AND operation = \(operation) AND key = \(key)
-            """, logger: logger)
-        for try await (hash, body) in rows.decode((Data, Data?).self) {
-            guard hash == requestHash else {
-                throw IdempotencyError.keyReused
-            }
-            // The first response as it was, even when its chat has been deleted since: a client that
-            // lost it learns of the deletion from the delta pull, as of any other.
-            guard let body, let chat = try? JSONDecoder().decode(ChatRecord.self, from: body) else { break }
-            return .replayed(chat)
-        }
-        throw IdempotencyError.inProgress
+    private static func replay(_ connection: PostgresConnection, key: IdempotencyStore.Key, requestHash: Data, logger: Logger) async throws -> Outcome {
+        // The first response as it was, even when its chat has been deleted since: a client that
+        // lost it learns of the deletion from the delta pull, as of any other.
+        guard let stored = try await IdempotencyStore.stored(key, requestHash: requestHash, on: connection, logger: logger), let body = stored,
+            let chat = try? JSONDecoder().decode(ChatRecord.self, from: body)
+        else { throw IdempotencyError.inProgress }
+        return .replayed(chat)
     }
 
     /// The subject and topic must exist and agree; a topic alone implies its subject.
@@ -122,12 +96,5 @@ struct ChatCreation: Sendable {
             throw APIError.validation("title", "must not contain control characters")
         }
         return title
-    }
-
-    /// Housekeeping: keys past their lifetime (a create reclaims an expired key by itself; this keeps
-    /// the table from growing with keys nobody retries).
-    static func purgeExpiredKeys(database: Database) async throws {
-        try await database.deleteInBatches(
-            from: "idempotency_keys", where: "created_at < now() - make_interval(secs => \(keyLifetimeSeconds))")
     }
 }

@@ -1,5 +1,7 @@
 import Crypto
 import Foundation
+import Logging
+import PostgresNIO
 
 /// Why a request carrying an `Idempotency-Key` cannot be answered from the key's record.
 enum IdempotencyError: DomainError, Equatable {
@@ -32,5 +34,79 @@ enum IdempotencyRequest {
         let encoder = JSONEncoder()
         encoder.outputFormatting = .sortedKeys
         return Data(SHA256.hash(data: try encoder.encode(request)))
+    }
+}
+
+/// The one owner of `idempotency_keys`, shared by chat creation and the tutoring turn: a key is
+/// claimed with its request's hash, answered once, and replayed to a retry with the same key and
+/// body within its lifetime. Each call runs on the caller's connection, inside its transaction
+/// when it has one.
+enum IdempotencyStore {
+    /// How long a key is kept: a retry within it replays, and the key is free again after it.
+    static let keyLifetime: Duration = .seconds(24 * 3600)
+
+    struct Key: Sendable {
+        let userID: UUID
+        let operation: String
+        let key: String
+    }
+
+    /// Takes `key` for a new request; false when it is taken: answered within its lifetime, or still
+    /// running, unless that claim is older than `staleAfter` (a process that died mid-request).
+    static func claim(_ key: Key, requestHash: Data, staleAfter: Duration? = nil, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
+        let stale = staleAfter?.seconds
+        var owned = false
+        for try await _ in try await connection.query(
+            """
+            INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
+            VALUES (\(key.userID), \(key.operation), \(key.key), \(requestHash))
+            ON CONFLICT (user_id, operation, key) DO UPDATE
+                SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
+                WHERE idempotency_keys.created_at < now() - make_interval(secs => \(keyLifetime.seconds))
+                   OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(stale)))
+            RETURNING 1
+            """, logger: logger)
+        { owned = true }
+        return owned
+    }
+
+    /// Stores the response a retry will replay.
+    static func answer(_ key: Key, status: Int, body: Data, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            UPDATE idempotency_keys SET status_code = \(status), response_body = \(body)
+            WHERE user_id = \(key.userID) AND operation = \(key.operation) AND key = \(key.key)
+            """, logger: logger)
+    }
+
+    /// The first request's response for `key` within its lifetime: nil when there is no such key,
+    /// `.some(nil)` while the first request runs; throws `keyReused` for another body.
+    static func stored(_ key: Key, requestHash: Data, on connection: PostgresConnection, logger: Logger) async throws -> Data?? {
+        for try await (hash, body) in try await connection.query(
+            """
+            SELECT request_hash, response_body FROM idempotency_keys
+            WHERE user_id = \(key.userID) AND operation = \(key.operation) AND key = \(key.key)
+              AND created_at > now() - make_interval(secs => \(keyLifetime.seconds))
+            """, logger: logger
+        ).decode((Data, Data?).self) {
+            guard hash == requestHash else { throw IdempotencyError.keyReused }
+            return .some(body)
+        }
+        return nil
+    }
+
+    /// Frees a key whose request ended without an answer to keep, so that a retry runs afresh.
+    static func release(_ key: Key, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            DELETE FROM idempotency_keys
+            WHERE user_id = \(key.userID) AND operation = \(key.operation) AND key = \(key.key) AND status_code IS NULL
+            """, logger: logger)
+    }
+
+    /// Housekeeping: keys past their lifetime (a claim reclaims an expired key by itself; this keeps
+    /// the table from growing with keys nobody retries).
+    static func purgeExpired(database: Database) async throws {
+        try await database.deleteInBatches(from: "idempotency_keys", where: "created_at < now() - make_interval(secs => \(Int(keyLifetime.components.seconds)))")
     }
 }

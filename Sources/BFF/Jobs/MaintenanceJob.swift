@@ -8,7 +8,7 @@ enum MaintenanceJob {
 
     static func periodic(_ base: BaseServices, retention: Duration) -> PeriodicJob {
         let database = base.database
-        let limiter = RateLimiter(database: database)
+        let limiter = base.limiter
         let identity = IdentityRepository(database: database)
         let jobs = JobStore(database: database)
         let logger = base.logger
@@ -19,7 +19,7 @@ enum MaintenanceJob {
             ("logins", identity.purgeExpiredLogins),
             ("logout tokens", identity.purgeExpiredLogoutTokens),
             ("refresh tokens", { try await identity.purgeSpentSessions() }),
-            ("idempotency keys", { try await ChatCreation.purgeExpiredKeys(database: database) }),
+            ("idempotency keys", { try await IdempotencyStore.purgeExpired(database: database) }),
             ("deleted accounts' sessions", { try await AccountDeletion.purgeDeletedSessions(database: database) }),
             ("finished jobs", { _ = try await jobs.purgeFinished(olderThan: retention) }),
         ]

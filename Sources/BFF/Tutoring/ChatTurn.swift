@@ -306,11 +306,9 @@ struct ChatTurn: Sendable {
                     try await TagExtraction.enqueue(chatID: chatID, userID: userID, replyID: reply.id, on: connection, logger: logger)
                 }
                 if let key = idempotencyKey {
-                    _ = try await connection.query(
-                        """
-                        UPDATE idempotency_keys SET status_code = 200, response_body = \(try JSONEncoder().encode(result))
-                        WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
-                        """, logger: logger)
+                    try await IdempotencyStore.answer(
+                        .init(userID: userID, operation: Self.operation, key: key), status: 200, body: try JSONEncoder().encode(result),
+                        on: connection, logger: logger)
                 }
                 return result
             }
@@ -330,49 +328,31 @@ struct ChatTurn: Sendable {
 
     /// The first turn's answer for `key`; throws while it is still running or when the key came with another body.
     private func stored(userID: UUID, key: String, requestHash: Data) async throws -> Result? {
-        try await database.run { client in
-            for try await (hash, body) in try await client.query(
-                """
-                SELECT request_hash, response_body FROM idempotency_keys
-                WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key)
-                  AND created_at > now() - make_interval(secs => \(ChatCreation.keyLifetimeSeconds))
-                """, logger: logger
-            ).decode((Data, Data?).self) {
-                guard hash == requestHash else { throw IdempotencyError.keyReused }
-                guard let body else { return nil }
-                return try? JSONDecoder().decode(Result.self, from: body)
-            }
-            return nil
+        try await idempotency { connection in
+            guard let stored = try await IdempotencyStore.stored(.init(userID: userID, operation: Self.operation, key: key), requestHash: requestHash, on: connection, logger: logger),
+                let body = stored
+            else { return nil }
+            return try? JSONDecoder().decode(Result.self, from: body)
         }
     }
 
     /// Takes `key` for this turn; a key already taken by a turn still running is 409.
     private func claim(userID: UUID, key: String, requestHash: Data, stale: Duration) async throws {
-        try await database.run { client in
-            var owned = false
-            for try await _ in try await client.query(
-                """
-                INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
-                VALUES (\(userID), \(Self.operation), \(key), \(requestHash))
-                ON CONFLICT (user_id, operation, key) DO UPDATE
-                    SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
-                    WHERE idempotency_keys.created_at < now() - make_interval(secs => \(ChatCreation.keyLifetimeSeconds))
-                       OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(stale.seconds)))
-                RETURNING 1
-                """, logger: logger)
-            { owned = true }
-            guard owned else { throw IdempotencyError.inProgress }
+        let owned = try await idempotency { connection in
+            try await IdempotencyStore.claim(
+                .init(userID: userID, operation: Self.operation, key: key), requestHash: requestHash, staleAfter: stale, on: connection, logger: logger)
         }
+        guard owned else { throw IdempotencyError.inProgress }
     }
 
     private func release(userID: UUID, key: String) async throws {
-        try await database.run { client in
-            _ = try await client.query(
-                """
-                DELETE FROM idempotency_keys
-                WHERE user_id = \(userID) AND operation = \(Self.operation) AND key = \(key) AND status_code IS NULL
-                """, logger: logger)
+        try await idempotency { connection in
+            try await IdempotencyStore.release(.init(userID: userID, operation: Self.operation, key: key), on: connection, logger: logger)
         }
+    }
+
+    private func idempotency<Value: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
+        try await database.run { client in try await client.withConnection { try await body($0) } }
     }
 
     /// The learner's answer to a failed turn: the LLM's failures as the contract names them.

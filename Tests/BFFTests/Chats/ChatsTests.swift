@@ -320,7 +320,7 @@ struct ChatsTests {
         let remaining = try await Commands.withDatabase(keys.client) { [learner] client in
             _ = try await client.query(
                 "UPDATE idempotency_keys SET created_at = now() - interval '25 hours' WHERE user_id = \(learner.id) AND key = 'retry-key-1'")
-            try await ChatCreation.purgeExpiredKeys(database: keys)
+            try await IdempotencyStore.purgeExpired(database: keys)
             var remaining: Set<String> = []
             for try await key in try await client.query("SELECT key FROM idempotency_keys WHERE user_id = \(learner.id)").decode(String.self) {
                 remaining.insert(key)
