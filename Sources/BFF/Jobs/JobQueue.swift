@@ -3,7 +3,8 @@ import Logging
 import PostgresNIO
 
 /// Enqueues jobs, always inside the caller's transaction: the change that causes a job and the job
-/// commit together or not at all. The NOTIFY that wakes the workers is delivered at commit too.
+/// commit together or not at all. The NOTIFY that wakes the workers is delivered at commit too. The
+/// one SQL way in is `bff_enqueue_jobs` (migrations/functions), which stored functions call as well.
 public struct JobQueue: Sendable {
     /// The channel workers LISTEN on; the payload is the kind.
     static let channel = "bff_jobs"
@@ -31,16 +32,11 @@ public struct JobQueue: Sendable {
         let json = String(decoding: try JSONEncoder().encode(args), as: UTF8.self)
         let rows = try await connection.query(
             """
-            WITH inserted AS (
-                INSERT INTO jobs (kind, args, user_id, unique_key, run_at, max_attempts)
-                VALUES (\(kind), \(json)::jsonb, \(options.userID), \(options.uniqueKey), coalesce(\(options.runAt), now()), \(options.maxAttempts))
-                ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-                RETURNING id
-            )
-            SELECT id, pg_notify(\(channel), \(kind))::text FROM inserted
+            SELECT bff_enqueue_jobs(\(kind), ARRAY[\(json)::jsonb], ARRAY[\(options.userID)::uuid], ARRAY[\(options.uniqueKey)::text],
+                                    ARRAY[\(options.runAt)::timestamptz], \(options.maxAttempts)::integer, \(channel))
             """, logger: logger)
         var inserted = false
-        for try await _ in rows { inserted = true }
+        for try await queued in rows.decode(Int32.self) { inserted = queued > 0 }
         return inserted
     }
 }

@@ -239,16 +239,12 @@ struct SubscriptionSync: Sendable {
             for try await n in try await client.query(
                 """
                 WITH live AS (SELECT DISTINCT user_id FROM iap_receipts WHERE status <> 'expired'),
-                numbered AS (SELECT user_id, row_number() OVER (ORDER BY user_id) - 1 AS n FROM live),
-                queued AS (
-                    INSERT INTO jobs (kind, args, user_id, unique_key, run_at, max_attempts)
-                    SELECT \(Self.kind), jsonb_build_object('user_id', user_id, 'reason', 'reconcile'), user_id,
-                           'reconcile:' || \(day) || ':' || user_id, now() + make_interval(secs => n / \(rate)), 10
-                    FROM numbered
-                    ON CONFLICT (kind, unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-                    RETURNING 1
-                )
-                SELECT count(*)::int8 FROM queued
+                numbered AS (SELECT user_id, row_number() OVER (ORDER BY user_id) - 1 AS n FROM live)
+                SELECT coalesce(bff_enqueue_jobs(
+                    \(Self.kind), array_agg(jsonb_build_object('user_id', user_id, 'reason', 'reconcile')), array_agg(user_id),
+                    array_agg('reconcile:' || \(day) || ':' || user_id), array_agg(now() + make_interval(secs => n / \(rate))), 10,
+                    \(JobQueue.channel)), 0)::int8
+                FROM numbered
                 """, logger: logger
             ).decode(Int64.self) { count = Int(n) }
             return count
