@@ -1,6 +1,6 @@
 import Foundation
 
-/// One of the plans a subscription unlocks (requirements §7: the web's two B2C plans), ordered so
+/// One of the plans a subscription unlocks (docs/requirements.md §7: the web's two B2C plans), ordered so
 /// that the higher plan wins.
 public enum Plan: String, Sendable, Codable, Comparable, CaseIterable {
     case free, basic, pro
