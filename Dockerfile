@@ -10,7 +10,7 @@
 #   docker run -d --env-file bff.env -p 8080:8080 bff:local  # serve (the default command)
 #   docker run --rm bff:local version
 #
-# See deploy/README.md for the configuration variables and the compose stack.
+# See docs/configuration.md for the configuration variables, deploy/README.md for the compose stack.
 
 # ---------------------------------------------------------------------------
 # Build stage

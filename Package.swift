@@ -86,7 +86,7 @@ let package = Package(
             swiftSettings: [.unsafeFlags(["-suppress-warnings"])],
             plugins: [.plugin(name: "OpenAPIGenerator", package: "swift-openapi-generator")]
         ),
-        // The wire formats the hot paths read and write by hand (DESIGN §9): JSON, base64url, RFC 3339,
+        // The wire formats the hot paths read and write by hand (docs/architecture.md#the-fast-path): JSON, base64url, RFC 3339,
         // canonical UUIDs and PostgreSQL's binary cells and arrays. Nothing here knows the contract.
         .target(
             name: "BFFWire",

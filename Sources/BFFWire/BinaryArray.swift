@@ -6,7 +6,7 @@ import PostgresNIO
 ///
 /// Used for pages sent as one row of `array_agg` columns: postgres-nio spends several microseconds
 /// on every row it delivers, so twenty rows cost the server more than the query; ten arrays in one
-/// row cost one row (DESIGN §9, the chat list).
+/// row cost one row (docs/architecture.md#the-fast-path, the chat list).
 public struct BinaryArray {
     public struct Malformed: Error, CustomStringConvertible {
         public let description: String

@@ -1,4 +1,4 @@
-// bff-bench: the load and micro benchmarks behind scripts/bench (DESIGN §8, §9).
+// bff-bench: the load and micro benchmarks behind scripts/bench (Benchmarks/README.md).
 //
 //   bff-bench jwt     [--iterations N] [--rounds R] [--budget S] [--key kid:base64url]
 //   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)

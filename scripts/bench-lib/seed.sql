@@ -1,4 +1,4 @@
--- Data of the list benchmark (DESIGN §9): 1,000 users x 100 chats, updated_at spread over
+-- Data of the list benchmark (Benchmarks/README.md): 1,000 users x 100 chats, updated_at spread over
 -- half a year (millisecond precision, as the server writes them), a third of the chats without
 -- subject/topic. User n has the id md5('bench-user-' || n)::uuid, so that pgbench can bind a
 -- random user's id into the one SELECT (\set n random(1, 1000)) as the server binds the uuid

@@ -35,7 +35,7 @@ struct InvalidAccessToken: Error, CustomStringConvertible {
     var description: String { "invalid access token: \(reason)" }
 }
 
-/// Issues and verifies AppJWTs (DESIGN §4): HS256 only, signed with the ring's first key under its
+/// Issues and verifies AppJWTs (docs/architecture.md#the-security-model): HS256 only, signed with the ring's first key under its
 /// `kid`, verified with whichever key the `kid` names. Claims `iss, aud, sub` (user id),
 /// `iat, exp, jti, scope`, `did` (device), `sid` (refresh family), every one required.
 ///

@@ -3,7 +3,7 @@ import Foundation
 import HTTPTypes
 import Logging
 
-/// A token pair as the contract returns it (DESIGN §4).
+/// A token pair as the contract returns it (docs/architecture.md#the-security-model).
 struct TokenPair: Sendable, Equatable {
     let accessToken: String
     let expiresIn: Int

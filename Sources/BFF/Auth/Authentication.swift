@@ -31,7 +31,7 @@ extension APIError {
     }
 }
 
-/// `getAuthUser` of the requirements (§8.4): the Bearer header first; only when there is none, the
+/// `getAuthUser` of docs/requirements.md §8.4: the Bearer header first; only when there is none, the
 /// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
 ///
 /// A request for a protected operation without a valid token, or with a token lacking one of the

@@ -42,7 +42,7 @@ struct IssuedRefreshToken: Sendable, Equatable {
     var scopes: [String] = AccessTokens.allScopes
 }
 
-/// Refresh tokens (DESIGN §7): 256-bit random, stored only as SHA-256, bound to a device, usable once,
+/// Refresh tokens (docs/architecture.md#the-security-model): 256-bit random, stored only as SHA-256, bound to a device, usable once,
 /// grouped in families. A child is HMAC(server key, parent) rather than fresh randomness, so a retry
 /// of the same parent inside the reuse interval can be answered with the very same child although
 /// only hashes are stored.

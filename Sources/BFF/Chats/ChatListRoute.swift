@@ -4,7 +4,7 @@ import NIOCore
 
 /// `GET /api/v1/chats` (listChats), served on the router directly rather than through the generated
 /// server: the generated path encodes the page with `JSONEncoder`, which cost more than everything
-/// else in the request together (DESIGN §9). Same contract, same repository, same errors; the
+/// else in the request together (docs/architecture.md#the-fast-path). Same contract, same repository, same errors; the
 /// route table still records the operation, so 405s and the contract run see it as generated.
 struct ChatListRoute: Sendable {
     static let method = HTTPRequest.Method.get

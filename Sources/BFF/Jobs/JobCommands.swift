@@ -61,7 +61,7 @@ extension Commands {
     public static var periodicJobNames: [String] { periodicJobs.map(\.name) }
 
     /// Runs the periodic job `name` once, here and now, outside the queue (a Container Apps Job or a
-    /// Kubernetes CronJob, requirements §8.5); throws what the run threw. Reads the database and
+    /// Kubernetes CronJob, docs/requirements.md §8.5); throws what the run threw. Reads the database and
     /// that job's own settings only.
     public static func jobsRun(environment: [String: String], name: String) async throws {
         guard let entry = periodicJobs.first(where: { $0.name == name }) else {

@@ -7,7 +7,7 @@ import NIOPosix
 import PostgresNIO
 import ServiceLifecycle
 
-/// How a process runs jobs (`BFF_JOBS_*`, deploy/README.md).
+/// How a process runs jobs (`BFF_JOBS_*`, docs/configuration.md).
 public struct JobRuntimeConfiguration: Sendable {
     /// Jobs of one kind running at once in this process, for kinds that do not set their own.
     public var concurrency: Int

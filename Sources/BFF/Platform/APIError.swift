@@ -3,7 +3,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 
-/// The one error shape of the HTTP contract: a status and the body `{code, message}` (DESIGN §4).
+/// The one error shape of the HTTP contract: a status and the body `{code, message}` (docs/architecture.md#the-http-contracts-rules).
 /// The status is the code's (`ErrorCode`); handlers throw these, and `ErrorMapping` turns library
 /// and domain errors into them.
 public struct APIError: Error, Sendable, Equatable {

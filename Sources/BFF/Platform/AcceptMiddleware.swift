@@ -8,7 +8,7 @@ import Hummingbird
 struct AcceptMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
 
-    // 400, not 406: DESIGN §4 lists the statuses an error may have, and 406 is not among them.
+    // 400, not 406: the contract lists the statuses an error may have, and 406 is not among them.
     static let notAcceptable = APIError(.notAcceptable)
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {

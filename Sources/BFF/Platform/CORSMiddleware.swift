@@ -1,7 +1,7 @@
 import HTTPTypes
 import Hummingbird
 
-/// CORS for the web origins of `BFF_CORS_ORIGINS` only (DESIGN §4): other origins get no CORS headers,
+/// CORS for the web origins of `BFF_CORS_ORIGINS` only (docs/architecture.md#the-http-contracts-rules): other origins get no CORS headers,
 /// credentials are never allowed, and every OPTIONS preflight is answered 204 without reaching a handler.
 struct CORSMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext

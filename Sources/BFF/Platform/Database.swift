@@ -21,7 +21,7 @@ struct DatabaseUnavailable: Error, CustomStringConvertible {
 /// The server has one pool per event loop (up to the pool size in connections) and a request uses
 /// the pool of the loop it runs on, so the query is written, its rows read and the request resumed
 /// on one thread. With one shared pool every query crossed threads twice, which on two cores cost
-/// more than the query (DESIGN §9).
+/// more than the query (docs/architecture.md#the-fast-path).
 public struct Database: Sendable {
     struct Pool: Sendable {
         let loop: (any EventLoop)?

@@ -2,7 +2,7 @@ import Crypto
 import Foundation
 
 /// The push services (`BFF_PUSH_ROUTE`, `BFF_APNS_*`, `BFF_FCM_*`, `BFF_NH_*`;
-/// deploy/README.md). Each is
+/// docs/configuration.md). Each is
 /// on when its variables are set; none set is allowed (recalls still work, pushes wait).
 public struct PushConfiguration: Sendable {
     struct APNs: Sendable {

@@ -1,7 +1,7 @@
 import BFFAPI
 import Foundation
 
-/// Push token registration (API-040, `spec/fcm-token-flow.md`).
+/// Push token registration (API-040 and the FCM token flow, docs/requirements.md).
 extension APIService {
     func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
         let principal = try AppRequestContext.principal()

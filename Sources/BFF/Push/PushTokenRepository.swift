@@ -12,7 +12,7 @@ struct PushTokenRegistration: Sendable, Equatable {
     let deviceID: String
 }
 
-/// `push_tokens` (requirements §10.2, migration 0020): a token has one owner and a device one token.
+/// `push_tokens` (docs/requirements.md §10.2, migration 0020): a token has one owner and a device one token.
 struct PushTokenRepository: Sendable {
     let database: Database
 

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The learner's notification window (settings, requirements §7): pushes only between `start` and
+/// The learner's notification window (settings, docs/requirements.md §7): pushes only between `start` and
 /// `end` in their time zone; an `end` before `start` spans midnight.
 struct NotificationWindow: Sendable, Equatable {
     /// Minutes after local midnight.

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The remote app configuration (App Configuration's role, requirements §12): the versions each
+/// The remote app configuration (App Configuration's role, docs/requirements.md §12): the versions each
 /// platform supports, maintenance mode and feature flags, from `BFF_APP_CONFIG_FILE`:
 ///
 ///     {"platforms": {"ios": {"min_supported_version": "1.2.0", "latest_version": "1.4.0"},

@@ -1,6 +1,6 @@
 import Foundation
 
-/// One of the plans a subscription unlocks (requirements §7: the web's two B2C plans), ordered so
+/// One of the plans a subscription unlocks (docs/requirements.md §7: the web's two B2C plans), ordered so
 /// that the higher plan wins.
 public enum Plan: String, Sendable, Codable, Comparable, CaseIterable {
     case free, basic, pro
@@ -16,7 +16,7 @@ public enum Plan: String, Sendable, Codable, Comparable, CaseIterable {
     public static func < (lhs: Plan, rhs: Plan) -> Bool { lhs.rank < rhs.rank }
 }
 
-/// Subscriptions through RevenueCat (`BFF_REVENUECAT_*`, `BFF_IAP_*`, deploy/README.md).
+/// Subscriptions through RevenueCat (`BFF_REVENUECAT_*`, `BFF_IAP_*`, docs/configuration.md).
 public struct SubscriptionConfiguration: Sendable {
     public enum Environment: String, Sendable { case production, sandbox }
 

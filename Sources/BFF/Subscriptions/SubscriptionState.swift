@@ -1,6 +1,6 @@
 import Foundation
 
-/// The six statuses of a store subscription (requirements §10.2).
+/// The six statuses of a store subscription (docs/requirements.md §10.2).
 enum SubscriptionStatus: String, Sendable, Codable, CaseIterable {
     case trial, active, grace, paused, canceled, expired
 

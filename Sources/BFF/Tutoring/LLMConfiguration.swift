@@ -1,6 +1,6 @@
 import Foundation
 
-/// The LLM behind the tutoring turn (`BFF_LLM_*`, deploy/README.md): an OpenAI-compatible Chat
+/// The LLM behind the tutoring turn (`BFF_LLM_*`, docs/configuration.md): an OpenAI-compatible Chat
 /// Completions API in one of two dialects. Without `BFF_LLM_BASE_URL` there is none, and turns
 /// answer 503 `llm_unavailable`.
 public struct LLMConfiguration: Sendable, Equatable {

@@ -1,4 +1,4 @@
-/// The role reversal of requirements §4: the learner explains, and the AI plays a curious student
+/// The role reversal (docs/requirements.md §4): the learner explains, and the AI plays a curious student
 /// who asks back, one question at a time, never handing the answer over. The prompt holds only what
 /// the reply needs: the chat's subject and topic, the learner's difficulty, the newest history that
 /// fits the budget, and the new message (no name, email or id).

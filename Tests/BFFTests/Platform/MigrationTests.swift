@@ -78,7 +78,7 @@ struct MigrationTests {
         #expect(baselines.1 == nil)
     }
 
-    @Test("every table of DESIGN §5 exists with the mobile tables' keys and CHECK constraints")
+    @Test("every table of docs/architecture.md#the-data-model exists with the mobile tables' keys and CHECK constraints")
     func schemaHasEveryTable() async throws {
         let url = try await TestDatabases.shared.makeMigrated()
         let (tables, rejected) = try await url.withClient(poolSize: 2) { client in
