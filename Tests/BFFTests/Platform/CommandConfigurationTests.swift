@@ -28,6 +28,12 @@ struct CommandConfigurationTests {
         return (binary.path, elsewhere)
     }
 
+    /// Both folders `installedCopy` made.
+    private static func remove(binary: String, elsewhere: URL) {
+        try? FileManager.default.removeItem(at: URL(fileURLWithPath: binary).deletingLastPathComponent())
+        try? FileManager.default.removeItem(at: elsewhere)
+    }
+
     /// Runs `binary arguments` to its end in `directory` with exactly `environment` (and PATH).
     private static func run(
         _ binary: String, _ arguments: [String], in directory: URL, environment: [String: String]
@@ -54,6 +60,7 @@ struct CommandConfigurationTests {
     @Test("migrate, jobs list|run and auth revoke need only BFF_DATABASE_URL; auth issue adds BFF_JWT_KEYS; migrations are found beside bff")
     func operatorCommands() async throws {
         let (binary, elsewhere) = try Self.installedCopy()
+        defer { Self.remove(binary: binary, elsewhere: elsewhere) }
         let database = try await TestDatabases.shared.makeEmpty(prefix: "bff_commands")
         let only = ["BFF_DATABASE_URL": database.urlString]
 
@@ -89,6 +96,7 @@ struct CommandConfigurationTests {
     func migrationsNowhere() async throws {
         let bare = FileManager.default.temporaryDirectory.appendingPathComponent("bff-bare-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: bare, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: bare) }
         let binary = bare.appendingPathComponent("bff")
         let source = TestEnvironment.repository.appendingPathComponent(".build/debug/bff")
         do { try FileManager.default.linkItem(at: source, to: binary) } catch { try FileManager.default.copyItem(at: source, to: binary) }
@@ -100,6 +108,7 @@ struct CommandConfigurationTests {
     @Test("jobs work runs on the database alone: features off said once, half a feature refused, its metrics scraped from the admin listener")
     func worker() async throws {
         let (binary, elsewhere) = try Self.installedCopy()
+        defer { Self.remove(binary: binary, elsewhere: elsewhere) }
         let database = try await TestDatabases.shared.makeMigrated()
         let only = ["BFF_DATABASE_URL": database.urlString, "BFF_ADMIN_PORT": "0", "BFF_SHUTDOWN_GRACE": "2"]
 
