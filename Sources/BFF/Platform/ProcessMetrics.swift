@@ -35,18 +35,12 @@ enum ProcessMetrics {
         if let open = try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd") {
             Gauge(label: "process_open_fds").record(open.count)
         }
-        startTimeOnce(startTicks: Double(fields[19]), ticks: ticks)
+        recordConstants(startTicks: Double(fields[19]), ticks: ticks)
     }
 
-    private static let startRecorded = Mutex(false)
-
-    /// The start time and the descriptor limit, which do not change, recorded once.
-    private static func startTimeOnce(startTicks: Double?, ticks: Double) {
-        guard
-            startRecorded.withLock({ done in
-                defer { done = true }; return !done
-            })
-        else { return }
+    /// The start time and the descriptor limit: unchanging, but recorded with each sample, which
+    /// costs less than remembering whether they were.
+    private static func recordConstants(startTicks: Double?, ticks: Double) {
         if let startTicks, ticks > 0, let boot = bootTime() {
             Gauge(label: "process_start_time_seconds").record(boot + startTicks / ticks)
         }
