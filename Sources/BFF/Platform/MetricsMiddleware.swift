@@ -17,39 +17,41 @@ struct RequestMetricsMiddleware: RouterMiddleware {
         let route = context.operation?.path ?? "unmatched"
         let status = response.status.code
         let handles = instruments.handles(route: route, method: Self.methodLabel(request.method), status: status)
-        let finish: @Sendable () -> Void = { [logger = context.logger, operation = context.operation?.id] in
-            let elapsed = ContinuousClock.now - start
-            handles.0.increment()
-            handles.1.record(duration: elapsed)
-            logger.log(
-                level: status >= 500 ? .error : .info, "request",
-                metadata: [
-                    "method": .string(request.method.rawValue),
-                    // The path only: query strings can carry authorization codes and state.
-                    "path": .string(request.uri.path),
-                    "route": .string(route),
-                    "operation": .string(operation ?? "none"),
-                    "status": .stringConvertible(status),
-                    "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
-                ])
-        }
+        let operation = context.operation?.id ?? "none"
         guard response.body.contentLength == nil else {
-            finish()
+            Self.finish(request, route: route, operation: operation, status: status, since: start, handles: handles, logger: context.logger)
             return response
         }
         // A streamed answer (a tutoring turn's events, the export) lasts until its last byte, not
         // until its handler returned.
         let body = response.body
+        let logger = context.logger
         response.body = ResponseBody { writer in
-            do {
-                try await body.write(writer)
-                finish()
-            } catch {
-                finish()
-                throw error
-            }
+            defer { Self.finish(request, route: route, operation: operation, status: status, since: start, handles: handles, logger: logger) }
+            try await body.write(writer)
         }
         return response
+    }
+
+    /// Counts the request, records its duration and writes its access-log line.
+    private static func finish(
+        _ request: Request, route: String, operation: String, status: Int, since start: ContinuousClock.Instant,
+        handles: (Counter, Metrics.Timer), logger: Logger
+    ) {
+        let elapsed = ContinuousClock.now - start
+        handles.0.increment()
+        handles.1.record(duration: elapsed)
+        logger.log(
+            level: status >= 500 ? .error : .info, "request",
+            metadata: [
+                "method": .string(request.method.rawValue),
+                // The path only: query strings can carry authorization codes and state.
+                "path": .string(request.uri.path),
+                "route": .string(route),
+                "operation": .string(operation),
+                "status": .stringConvertible(status),
+                "duration_ms": .stringConvertible(Double(elapsed.components.attoseconds) / 1e15 + Double(elapsed.components.seconds) * 1000),
+            ])
     }
 
     /// HTTP allows any token as a method; each would be a new series on `/metrics`.
