@@ -95,11 +95,54 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // The layers, each a module so that the compiler enforces them (docs/architecture.md#the-layers):
+        // BFFPlatform knows no feature (configuration, errors, database, HTTP middleware, observability);
+        // BFFJobs is the job runtime and knows nothing of the app; BFF holds the features and the
+        // composition root, and is the only one that knows the contract (BFFAPI).
+        .target(
+            name: "BFFPlatform",
+            dependencies: [
+                "BFFWire",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "OpenAPIRuntime", package: "swift-openapi-runtime"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "_ConnectionPoolModule", package: "postgres-nio"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+                .product(name: "OTel", package: "swift-otel"),
+            ]
+        ),
+        .target(
+            name: "BFFJobs",
+            dependencies: [
+                "BFFPlatform",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         .target(
             name: "BFF",
             dependencies: [
                 "BFFAPI",
                 "BFFWire",
+                "BFFPlatform",
+                "BFFJobs",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -138,6 +181,7 @@ let package = Package(
             name: "bff",
             dependencies: [
                 "BFF",
+                "BFFPlatform",
                 "EventLoopExecutor",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
@@ -195,7 +239,7 @@ let package = Package(
         .executableTarget(
             name: "bff-bench",
             dependencies: [
-                "BFF", "BFFWire",
+                "BFF", "BFFPlatform", "BFFWire",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -216,6 +260,8 @@ let package = Package(
             name: "BFFTests",
             dependencies: [
                 "BFF",
+                "BFFPlatform",
+                "BFFJobs",
                 "BFFWire",
                 "EventLoopExecutor",
                 "StandIns",

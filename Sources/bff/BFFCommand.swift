@@ -1,5 +1,6 @@
 import ArgumentParser
 import BFF
+import BFFPlatform
 import Foundation
 
 struct BFFCommand: AsyncParsableCommand {

@@ -1,5 +1,6 @@
 import AsyncHTTPClient
 import BFF
+import BFFPlatform
 import BFFWire
 import Foundation
 import Logging

@@ -13,6 +13,8 @@
 // Human-readable lines go to stdout; every figure scripts/bench uses is also printed as one
 // `RESULT name=value` line.
 import BFF
+import BFFJobs
+import BFFPlatform
 import BFFWire
 import Foundation
 import Logging

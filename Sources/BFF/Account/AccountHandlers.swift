@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Foundation
 import HTTPTypes
 import Hummingbird

@@ -1,21 +1,22 @@
+import BFFPlatform
 import Hummingbird
 import Logging
 import NIOCore
 
 /// The per-request context: Hummingbird's core storage plus what the platform middleware learns.
-public struct AppRequestContext: RequestContext {
+public struct AppRequestContext: RequestContext, PlatformRequestContext {
     public var coreContext: CoreRequestContextStorage
     /// The `X-Request-Id` echoed or generated for this request.
     public var requestID: String
     /// The peer's address; see `ClientAddress` for proxies.
     public let remoteAddress: SocketAddress?
     /// The connection, to stop reading from it when the answer is given before the body was read.
-    let channel: any Channel
+    package let channel: any Channel
     /// The operation the router matched and its policy (`OperationResolutionMiddleware`); nil for a
     /// request no operation takes, which is refused before any policy step.
     var operation: Operation?
     /// Set for a request with a body: whether the body has been read (`UnreadBodyMiddleware`).
-    var bodyRead: BodyReadMark?
+    package var bodyRead: BodyReadMark?
     /// Set by `AuthenticationMiddleware`; read by the operations through `Authorization`.
     public var authentication: Authentication = .anonymous
     /// The `Idempotency-Key` as sent: the generated code percent-decodes header values, which
@@ -26,6 +27,8 @@ public struct AppRequestContext: RequestContext {
     public var acceptsEventStream = false
     /// The app's `X-Client`, read once by `ServiceGateMiddleware`; nil when absent or unreadable.
     var client: ClientIdentity?
+
+    package var route: MatchedRoute? { operation?.route }
 
     public init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)

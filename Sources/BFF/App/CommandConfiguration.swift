@@ -1,3 +1,5 @@
+import BFFJobs
+import BFFPlatform
 import Foundation
 import Logging
 

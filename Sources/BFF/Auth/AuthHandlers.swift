@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Foundation
 
 /// The identity operations of the contract: thin adapters over `AuthService`.

@@ -1,3 +1,4 @@
+import BFFPlatform
 import HTTPTypes
 import Hummingbird
 
@@ -18,10 +19,6 @@ public enum Authentication: Sendable {
 }
 
 extension APIError {
-    static func invalidToken(_ message: String = "The access token is missing, expired or invalid.") -> APIError {
-        APIError(.invalidToken, message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
-    }
-
     /// 403 naming every scope the operation needs (RFC 6750 §3: a space-delimited list).
     static func insufficientScope(_ scopes: [Scope]) -> APIError {
         let names = scopes.map(\.rawValue).joined(separator: " ")

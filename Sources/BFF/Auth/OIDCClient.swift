@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BFFPlatform
 import BFFWire
 import Foundation
 import JWTKit

@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// Operator tools behind `bff auth …`: a real token pair for support and contract tests, and

@@ -1,3 +1,4 @@
+import BFFPlatform
 import BFFWire
 import Crypto
 import Foundation

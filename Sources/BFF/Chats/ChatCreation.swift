@@ -1,3 +1,4 @@
+import BFFPlatform
 import Crypto
 import Foundation
 import Logging

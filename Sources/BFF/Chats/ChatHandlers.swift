@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Foundation
 
 /// Chats, history, evaluation and tags (API-020…022): decode, authorize, call the repository, encode.

@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import PostgresNIO
 
 /// Liveness answers while the process runs; readiness needs a database round trip through each

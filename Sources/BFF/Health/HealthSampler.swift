@@ -1,3 +1,4 @@
+import BFFPlatform
 import ServiceLifecycle
 
 /// Keeps `bff_ready` and the process metrics current when nothing asks: a worker whose probes are

@@ -1,3 +1,6 @@
+import BFFJobs
+import BFFPlatform
+
 /// Every kind of job this build runs, and its periodic ones: `bff serve` and `bff jobs work` take
 /// them from `FeatureServices.jobs`.
 struct AppJobs: Sendable {

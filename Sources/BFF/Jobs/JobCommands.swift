@@ -1,3 +1,5 @@
+import BFFJobs
+import BFFPlatform
 import Foundation
 import Logging
 import PostgresNIO
@@ -69,11 +71,7 @@ extension Commands {
         }
         let base = try operatorServices(environment: environment, quiet: false)
         let job = try entry.make(EnvironmentReader(environment), base)
-        try await base.withCurrentSchema {
-            let tick = job.tick(at: Date())
-            try await job.handler.run(
-                Job(id: 0, kind: name, args: Data(#"{"tick":\#(tick)}"#.utf8), userID: nil, attempt: 1, maxAttempts: 1, runAt: Date()))
-        }
+        try await base.withCurrentSchema { try await job.runOnce() }
     }
 
     public struct JobSummary: Sendable, Codable {

@@ -1,3 +1,5 @@
+import BFFJobs
+import BFFPlatform
 import Logging
 
 /// Housekeeping that keeps BFF-owned tables small, once a minute across all replicas: expired

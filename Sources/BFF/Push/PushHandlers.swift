@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Foundation
 
 /// Push token registration (API-040 and the FCM token flow, docs/requirements.md).

@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// A display notification for one device: what every push service is given.

@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// The learner's notification window (settings, docs/requirements.md §7): pushes only between `start` and

@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 import Logging
 import PostgresNIO

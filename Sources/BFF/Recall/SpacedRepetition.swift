@@ -1,3 +1,5 @@
+import BFFPlatform
+
 /// When a chat comes back: SM-2's shape (an interval that a successful recall multiplies by an
 /// ease factor between 1.3 and 3, a failed one resets), with the learner's self-evaluation and the
 /// chat's tag mastery as the quality. SM-2 rather than FSRS: FSRS's parameters are fitted to a

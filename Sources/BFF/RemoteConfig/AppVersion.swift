@@ -1,3 +1,5 @@
+import BFFPlatform
+
 /// An app's version as the stores number it: `MAJOR.MINOR.PATCH`, each a number of at most six
 /// digits without a leading zero. Anything else (`1`, `1.2.3.4`, `01.2`) is not a version.
 struct AppVersion: Sendable, Comparable, CustomStringConvertible {

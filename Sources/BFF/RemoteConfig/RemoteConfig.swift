@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// The remote app configuration (App Configuration's role, docs/requirements.md §12): the versions each

@@ -1,3 +1,5 @@
+import BFFPlatform
+
 /// A subject or topic the catalogue does not hold, named by the request field that referred to it.
 enum CatalogueError: DomainError, Equatable {
     case unknownSubject(field: String)

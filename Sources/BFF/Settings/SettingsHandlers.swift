@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Foundation
 
 /// Settings (M-006) and the subject catalogue for the settings screen.

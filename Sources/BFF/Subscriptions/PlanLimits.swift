@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// What each plan allows (`BFF_PLAN_LIMITS`, JSON): tutoring turns per day, and the features a plan

@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import BFFPlatform
 import Foundation
 import Metrics
 import NIOCore

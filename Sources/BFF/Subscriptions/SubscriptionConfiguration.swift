@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// One of the plans a subscription unlocks (docs/requirements.md §7: the web's two B2C plans), ordered so

@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import Crypto
 import Foundation
 import OpenAPIRuntime

@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// The six statuses of a store subscription (docs/requirements.md §10.2).

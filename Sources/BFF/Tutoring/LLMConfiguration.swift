@@ -1,3 +1,4 @@
+import BFFPlatform
 import Foundation
 
 /// The LLM behind the tutoring turn (`BFF_LLM_*`, docs/configuration.md): an OpenAI-compatible Chat

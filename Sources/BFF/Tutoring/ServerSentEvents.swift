@@ -1,3 +1,4 @@
+import BFFPlatform
 import NIOCore
 
 /// Reads a `text/event-stream` body as it arrives (the WHATWG event stream format): lines end in

@@ -1,4 +1,5 @@
 import BFFAPI
+import BFFPlatform
 import BFFWire
 import Foundation
 import Logging

@@ -1,3 +1,5 @@
+import BFFPlatform
+
 /// The role reversal (docs/requirements.md §4): the learner explains, and the AI plays a curious student
 /// who asks back, one question at a time, never handing the answer over. The prompt holds only what
 /// the reply needs: the chat's subject and topic, the learner's difficulty, the newest history that

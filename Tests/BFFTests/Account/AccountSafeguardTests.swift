@@ -7,6 +7,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// What keeps the account operations safe to expose: deletion only after an authentication made for
 /// the session's login, and an export that one learner cannot run many times at once.

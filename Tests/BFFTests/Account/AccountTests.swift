@@ -9,6 +9,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Account deletion (5.1.1(v)) and the data export, through the configured app on a real database.
 @Suite("Account deletion and export", .needsDatabase, .timeLimit(.minutes(3)))

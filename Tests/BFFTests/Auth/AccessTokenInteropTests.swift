@@ -8,6 +8,7 @@ import NIOCore
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("AppJWT interoperability", .timeLimit(.minutes(3)))
 struct AccessTokenInteropTests {

@@ -7,6 +7,7 @@ import NIOCore
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Authentication over HTTP", .needsDatabase, .timeLimit(.minutes(3)))
 struct AuthenticationHTTPTests {

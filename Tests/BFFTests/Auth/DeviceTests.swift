@@ -8,6 +8,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Devices", .needsDatabase, .timeLimit(.minutes(3)))
 struct DeviceTests {

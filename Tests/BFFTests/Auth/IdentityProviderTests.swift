@@ -6,6 +6,7 @@ import NIOCore
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// How the server treats its identity provider: how long it trusts the provider's keys, what it
 /// follows, where it sends secrets, and what it requires of the tokens. Only the tests that run the

@@ -8,6 +8,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("OIDC login", .needsDatabase, .timeLimit(.minutes(3)))
 struct LoginTests {

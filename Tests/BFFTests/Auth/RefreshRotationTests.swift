@@ -7,6 +7,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Refresh rotation", .needsDatabase, .timeLimit(.minutes(3)))
 struct RefreshRotationTests {

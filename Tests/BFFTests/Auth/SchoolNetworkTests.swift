@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Many learners behind one address (a school's Wi-Fi, a carrier-grade NAT) under the default
 /// limits: none of them is refused for the others' requests, while one device cannot use up the

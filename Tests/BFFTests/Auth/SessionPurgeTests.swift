@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Purge of spent refresh tokens", .needsDatabase, .timeLimit(.minutes(3)))
 struct SessionPurgeTests {

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `ChatListRoute` writes the list's JSON by hand; the generated types and `JSONEncoder` are the
 /// reference it must agree with, member for member.

@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Chats and history", .needsDatabase, .timeLimit(.minutes(3)))
 struct ChatsTests {

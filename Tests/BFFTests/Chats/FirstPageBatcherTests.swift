@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// First pages asked for at the same time share statements; each request still gets exactly its
 /// own user's page, as a plain per-user query reads it.

@@ -5,6 +5,8 @@ import ServiceLifecycle
 import Testing
 
 @testable import BFF
+@testable import BFFJobs
+@testable import BFFPlatform
 
 /// The PostgreSQL job runtime (Sources/BFF/Jobs) on a real database: workers are real `JobWorker`s
 /// with short intervals, so each test waits for conditions, never for fixed times.

@@ -4,6 +4,8 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFJobs
+@testable import BFFPlatform
 
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `BinaryArray` reads `array_send`'s format itself, and the chat lists read whole pages through it;
 /// postgres-nio's row-by-row decoding of the same values is the reference.

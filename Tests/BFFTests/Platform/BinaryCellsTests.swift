@@ -4,6 +4,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `BinaryCells` reads PostgreSQL's binary values itself; postgres-nio's generic decoder is the
 /// reference, on real rows from a real server, including the types it falls back for.

@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Each `bff` command reads only the configuration it uses, so each role can be given only its own
 /// secrets: the migrate Job its database URL, the worker no IdP client or signing keys.

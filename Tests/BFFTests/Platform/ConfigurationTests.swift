@@ -2,6 +2,7 @@ import BFFWire
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Configuration", .timeLimit(.minutes(3)))
 struct ConfigurationTests {

@@ -6,6 +6,7 @@ import NIOPosix
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Connections that send half a request and stop: closed after the idle timeout, capped per
 /// process, and never in the way of requests that complete.

@@ -5,6 +5,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Database outage", .needsDatabase, .serialized, .timeLimit(.minutes(3)))
 struct DatabaseFaultTests {

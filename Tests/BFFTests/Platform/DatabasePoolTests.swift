@@ -3,6 +3,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Database pools", .needsDatabase, .timeLimit(.minutes(3)))
 struct DatabasePoolTests {

@@ -7,6 +7,7 @@ import Testing
 import X509
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `sslmode` against a PostgreSQL of the test's own that speaks TLS with a self-signed certificate
 /// for `localhost`, as Debian's packaged server does out of the box.

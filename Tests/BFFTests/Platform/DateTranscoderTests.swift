@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `RFC3339Dates` puts the contract's errors on `RFC3339` (BFFWire, whose tests hold the format
 /// itself): what a client sends wrong is a 422, what cannot be written is an encoding error.

@@ -3,6 +3,7 @@ import HTTPTypes
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The contract's error codes (`openapi.yaml`, the "Errors" table and the error examples) and
 /// `ErrorCode` are one vocabulary: a code added to either must be added to both, with one status.

@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 #if canImport(Glibc)
 import Glibc

@@ -6,6 +6,7 @@ import HummingbirdTesting
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The platform middleware seen from a client: errors, CORS, request ids, body cap, health and metrics.
 @Suite("HTTP platform", .needsDatabase, .timeLimit(.minutes(3)))

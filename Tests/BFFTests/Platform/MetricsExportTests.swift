@@ -5,6 +5,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Container Apps cannot scrape: with an OTLP metrics endpoint, the same metrics also go out over
 /// OTLP/HTTP, with the same buckets, while the admin listener goes on serving Prometheus.

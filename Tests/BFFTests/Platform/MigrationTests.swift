@@ -3,6 +3,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Migrations", .needsDatabase, .timeLimit(.minutes(3)))
 struct MigrationTests {

@@ -7,6 +7,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// One operation table decides every route's policy, on the operation the router matched: a path
 /// the router takes under another spelling gets exactly the canonical operation's policy, and one

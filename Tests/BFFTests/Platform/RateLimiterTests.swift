@@ -5,6 +5,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Rate limiter", .needsDatabase, .timeLimit(.minutes(3)))
 struct RateLimiterTests {

@@ -5,6 +5,7 @@ import NIOSSL
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The server terminating TLS itself (`BFF_TLS_CERT`, `BFF_TLS_KEY`), with a self-signed certificate.
 @Suite("Server TLS", .needsDatabase, .timeLimit(.minutes(3)))

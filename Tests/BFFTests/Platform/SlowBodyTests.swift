@@ -4,6 +4,7 @@ import NIOPosix
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Nothing heavy before authentication: clients that announce large bodies and send them slowly,
 /// without a token, cost the server neither buffers nor connections.

@@ -5,6 +5,7 @@ import NIOPosix
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Start-up failure", .needsDatabase, .timeLimit(.minutes(3)))
 struct StartupFailureTests {

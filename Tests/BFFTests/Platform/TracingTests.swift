@@ -3,6 +3,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// OpenTelemetry traces from a real `bff serve`, exported over OTLP/HTTP to a local collector.
 @Suite("Traces over OTLP/HTTP", .needsDatabase, .timeLimit(.minutes(2)))

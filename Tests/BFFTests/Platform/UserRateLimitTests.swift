@@ -5,6 +5,7 @@ import NIOCore
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The writes an app repeats are limited per learner, as the operation table says: over the limit
 /// each is 429 `rate_limited` with `Retry-After` and the limit's `RateLimit-*` headers.

@@ -6,6 +6,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `APNsSender` against a local HTTP/2 TLS server that checks what it receives as APNs does.
 @Suite("APNs sender", .timeLimit(.minutes(3)))

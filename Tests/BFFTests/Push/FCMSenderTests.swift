@@ -4,6 +4,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `FCMSender` against a local FCM v1 server and OAuth token endpoint that check what they receive:
 /// the assertion's RS256 signature and claims, the access token on each send, the message's shape.

@@ -6,6 +6,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The APNs stand-in refuses what Apple documents APNs refuses, each with Apple's status and reason.
 @Suite("Local APNs checks as Apple does", .timeLimit(.minutes(3)))

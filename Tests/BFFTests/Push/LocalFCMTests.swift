@@ -8,6 +8,7 @@ import Testing
 import _CryptoExtras
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The FCM stand-in refuses what Google documents its token endpoint and `messages:send` refuse,
 /// each rule with the answer Google gives; and the BFF's own assertion passes.

@@ -5,6 +5,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The Notification Hubs stand-in refuses what the hub's REST API documents it refuses.
 @Suite("Local Notification Hubs checks as Azure does", .timeLimit(.minutes(3)))

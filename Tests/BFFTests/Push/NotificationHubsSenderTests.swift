@@ -4,6 +4,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `NotificationHubsSender` against a local hub that checks the SAS token's signature, the headers
 /// and the platform payloads.

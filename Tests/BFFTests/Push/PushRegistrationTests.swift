@@ -7,6 +7,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// `POST /api/v1/push/register` and `/unregister` (API-040) against a real database.
 @Suite("Push token registration", .needsDatabase, .timeLimit(.minutes(3)))

@@ -6,6 +6,7 @@ import NIOCore
 import _CryptoExtras
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Requests made by hand to a push stand-in, for the tests of what it refuses: a JWT with any header
 /// and claims text, and a POST whose answer is returned whatever its status.

@@ -6,6 +6,8 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFJobs
+@testable import BFFPlatform
 
 /// The re-recall's last hop on a real database and job runtime: a recall that comes due is pushed
 /// once to each of the learner's devices with its deep link, and each service answer has its effect.

@@ -7,6 +7,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The whole re-recall loop as a learner meets it, through the configured server and its job worker,
 /// to local APNs and FCM servers reached over TLS (`BFF_OUTBOUND_CA_FILE`): evaluation → recall in

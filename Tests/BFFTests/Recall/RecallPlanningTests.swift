@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Spaced repetition and the notification window, without a database.
 @Suite("Recall planning", .timeLimit(.minutes(3)))

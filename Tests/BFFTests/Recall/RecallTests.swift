@@ -9,6 +9,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The re-recall loop over HTTP on a real database (M-004, UC-002): an evaluation schedules a recall
 /// inside the window; opened, re-evaluated, canceled; another user's is 404.

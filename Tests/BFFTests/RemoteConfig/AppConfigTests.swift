@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The remote app configuration, maintenance mode, the forced update and `X-Client`.
 @Suite("App configuration, maintenance and forced update", .needsDatabase, .timeLimit(.minutes(3)))

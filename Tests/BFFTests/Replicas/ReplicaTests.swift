@@ -8,6 +8,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Two `bff serve` processes and one `bff jobs work` on one database, as operators run them:
 /// everything a learner does through either server agrees, limits hold across both, and each job

@@ -6,6 +6,7 @@ import PostgresNIO
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 @Suite("Settings and catalogue", .needsDatabase, .timeLimit(.minutes(3)))
 struct SettingsTests {

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The six statuses and the entitlement, as pure functions of a subscription's facts and the time.
 @Suite("Subscription state")

@@ -9,6 +9,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Subscriptions end to end: the app configured against a local RevenueCat that checks what it
 /// receives, a real database, and the in-process job worker running the re-syncs.

@@ -7,6 +7,7 @@ import NIOHTTP1
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// A signed-in learner for HTTP tests: a real token pair made by `bff auth issue`'s code path.
 struct Learner: Sendable {

@@ -3,6 +3,7 @@ import HummingbirdTesting
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The app's side of a login (RFC 7636, RFC 8252): it makes the PKCE verifier, keeps it, and sends
 /// `/auth/start` only its S256 challenge; the verifier goes to `/auth/callback` with the code.

@@ -6,6 +6,7 @@ import NIOCore
 import ServiceLifecycle
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// A small OpenID provider of the test's own (discovery, JWKS, token endpoint) so tests can sign ID
 /// and logout tokens with keys they control: an ES256 key published in the JWKS and one that is not.

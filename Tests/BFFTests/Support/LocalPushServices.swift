@@ -4,6 +4,7 @@ import NIOSSL
 import StandIns
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// A TLS certificate for `localhost`, and the CA file a client must be given to trust it.
 struct LocalTLS: Sendable {

@@ -6,6 +6,7 @@ import NIOConcurrencyHelpers
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Log lines the server under test wrote, to assert on request ids and on what must never be logged.
 final class LogCapture: Sendable {

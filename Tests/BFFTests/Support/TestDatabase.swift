@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 
 @testable import BFF
+@testable import BFFPlatform
 
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import Logging
 import PostgresNIO
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Settings `scripts/test` hands to the suite.
 enum TestEnvironment {

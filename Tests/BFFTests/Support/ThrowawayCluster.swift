@@ -2,6 +2,7 @@ import Foundation
 import NIOConcurrencyHelpers
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// A PostgreSQL cluster of the test's own, managed through `scripts/lib/pg-cluster`, for tests that
 /// stop and start the server under a running BFF.

@@ -9,6 +9,8 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFJobs
+@testable import BFFPlatform
 
 /// `POST /api/v1/chat` through the configured app against a local OpenAI-compatible server: the
 /// prompt sent upstream, what is stored, and every failure's answer with nothing half-written.

@@ -7,6 +7,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The Chat Completions client against a local server that speaks both dialects and checks what it
 /// receives (StandIns.LocalLLM): replies streamed piece by piece, usage, and every failure a provider

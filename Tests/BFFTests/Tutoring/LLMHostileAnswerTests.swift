@@ -8,6 +8,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// Whatever the LLM (or a proxy in front of it) sends, the turn is stored or 503 `llm_unavailable`
 /// with `Retry-After`, and the process lives: every field of a streamed chunk with hostile values.

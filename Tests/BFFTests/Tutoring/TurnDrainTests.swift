@@ -5,6 +5,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// A tutoring turn that outlasts a drain: at the drain deadline (80 % of `BFF_SHUTDOWN_GRACE`) it
 /// ends with an answer instead of a cut connection, and keeps only what was stored before.

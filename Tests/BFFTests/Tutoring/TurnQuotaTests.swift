@@ -10,6 +10,7 @@ import StandIns
 import Testing
 
 @testable import BFF
+@testable import BFFPlatform
 
 /// The plan's turns a day cannot be skipped: a turn is reserved before the LLM is asked, and given
 /// back only when nothing of it reached the learner.

@@ -1,0 +1,161 @@
+import BFFPlatform
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The workers' and operators' statements on the `jobs` table (migration 0019).
+package struct JobStore: Sendable {
+    let database: Database
+
+    package init(database: Database) {
+        self.database = database
+    }
+
+    /// Claims up to `limit` due jobs of `kind` for `worker`, leased until `lease` from now. SKIP
+    /// LOCKED: workers claiming at once each get other rows, and none waits for another.
+    func claim(kind: String, limit: Int, worker: String, lease: Duration) async throws -> [Job] {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                WITH next AS (
+                    SELECT id FROM jobs WHERE state = 'available' AND kind = \(kind) AND run_at <= now()
+                    ORDER BY run_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
+                )
+                UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, locked_by = \(worker),
+                    locked_until = now() + \(lease.seconds) * interval '1 second', attempted_at = now()
+                FROM next WHERE jobs.id = next.id
+                RETURNING jobs.id, jobs.args::text, jobs.user_id, jobs.attempt, jobs.max_attempts, jobs.run_at
+                """, logger: database.logger)
+            var jobs: [Job] = []
+            for try await (id, args, userID, attempt, maxAttempts, runAt) in rows.decode((Int64, String, UUID?, Int32, Int32, Date).self) {
+                jobs.append(Job(id: id, kind: kind, args: Data(args.utf8), userID: userID, attempt: Int(attempt), maxAttempts: Int(maxAttempts), runAt: runAt))
+            }
+            return jobs.sorted { $0.runAt < $1.runAt }
+        }
+    }
+
+    /// Marks the jobs completed; a job whose lease this worker no longer holds is left alone.
+    func complete(ids: [Int64], worker: String) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                UPDATE jobs SET state = 'completed', finished_at = now(), locked_by = NULL, locked_until = NULL, last_error = NULL
+                WHERE id = ANY(\(ids)) AND state = 'running' AND locked_by = \(worker)
+                """, logger: database.logger)
+        }
+    }
+
+    /// Records a failed run: back to `available` at `retryAt`, or dead-lettered after the last attempt
+    /// (or at once with `dead`). Returns whether the job is now dead.
+    func fail(_ job: Job, worker: String, error: String, retryIn delay: Duration, dead: Bool, counted: Bool = true) async throws -> Bool {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                UPDATE jobs SET
+                    attempt = CASE WHEN \(counted) THEN attempt ELSE greatest(attempt - 1, 0) END,
+                    state = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN 'dead' ELSE 'available' END,
+                    finished_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN now() END,
+                    run_at = CASE WHEN \(dead) OR (\(counted) AND attempt >= max_attempts) THEN run_at
+                                  ELSE now() + \(delay.seconds) * interval '1 second' END,
+                    locked_by = NULL, locked_until = NULL, last_error = left(\(error), 2000)
+                WHERE id = \(job.id) AND state = 'running' AND locked_by = \(worker)
+                RETURNING state = 'dead'
+                """, logger: database.logger)
+            var isDead = false
+            for try await value in rows.decode(Bool.self) { isDead = value }
+            return isDead
+        }
+    }
+
+    /// Gives claimed jobs back without counting the run (a worker stopping before it ran them).
+    func release(ids: [Int64], worker: String) async throws {
+        guard !ids.isEmpty else { return }
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                UPDATE jobs SET state = 'available', attempt = greatest(attempt - 1, 0), locked_by = NULL, locked_until = NULL, run_at = now()
+                WHERE id = ANY(\(ids)) AND state = 'running' AND locked_by = \(worker)
+                """, logger: database.logger)
+        }
+    }
+
+    /// Jobs whose worker died (its lease ran out) run again; one that had used its last attempt is
+    /// dead-lettered. Returns how many were rescued.
+    func rescueExpiredLeases() async throws -> Int {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                UPDATE jobs SET
+                    state = CASE WHEN attempt >= max_attempts THEN 'dead' ELSE 'available' END,
+                    finished_at = CASE WHEN attempt >= max_attempts THEN now() END,
+                    last_error = 'the worker ' || coalesce(locked_by, '?') || ' stopped holding its lease',
+                    locked_by = NULL, locked_until = NULL
+                WHERE id IN (SELECT id FROM jobs WHERE state = 'running' AND locked_until < now() FOR UPDATE SKIP LOCKED)
+                RETURNING id
+                """, logger: database.logger)
+            var count = 0
+            for try await _ in rows { count += 1 }
+            return count
+        }
+    }
+
+    /// The earliest `run_at` of an available job of `kinds`, to sleep no longer than until then.
+    func nextRunAt(kinds: [String]) async throws -> Date? {
+        try await database.run { client in
+            let rows = try await client.query(
+                // One index probe per kind: min() over `kind = ANY(…)` read every available job's entry.
+                """
+                SELECT min(next.run_at) FROM unnest(\(kinds)::text[]) AS k (kind),
+                    LATERAL (SELECT run_at FROM jobs WHERE state = 'available' AND kind = k.kind ORDER BY run_at LIMIT 1) AS next
+                """, logger: database.logger)
+            var next: Date?
+            for try await value in rows.decode(Date?.self) { next = value }
+            return next
+        }
+    }
+
+    /// Deletes finished jobs (completed, dead, discarded) older than `age`; returns how many.
+    package func purgeFinished(olderThan age: Duration) async throws -> Int {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                WITH gone AS (
+                    DELETE FROM jobs WHERE id IN (
+                        SELECT id FROM jobs WHERE finished_at < now() - \(age.seconds) * interval '1 second' LIMIT 10000)
+                    RETURNING 1
+                )
+                SELECT count(*)::int8 FROM gone
+                """, logger: database.logger)
+            var count: Int64 = 0
+            for try await value in rows.decode(Int64.self) { count = value }
+            return Int(count)
+        }
+    }
+
+    /// Available and running jobs by kind, for the queue-depth gauge.
+    /// Jobs by kind and state; `available` counts only those due, `scheduled` those waiting for a
+    /// later time (a recall's due time, a retry's backoff): the queue-growth alert reads only the due.
+    package func depth() async throws -> [String: QueueDepth] {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                SELECT kind, count(*) FILTER (WHERE state = 'available' AND run_at <= now())::int8,
+                       count(*) FILTER (WHERE state = 'available' AND run_at > now())::int8,
+                       count(*) FILTER (WHERE state = 'running')::int8, count(*) FILTER (WHERE state = 'dead')::int8
+                FROM jobs WHERE state IN ('available', 'running', 'dead') GROUP BY kind
+                """, logger: database.logger)
+            var depth: [String: QueueDepth] = [:]
+            for try await (kind, available, scheduled, running, dead) in rows.decode((String, Int64, Int64, Int64, Int64).self) {
+                depth[kind] = QueueDepth(available: Int(available), scheduled: Int(scheduled), running: Int(running), dead: Int(dead))
+            }
+            return depth
+        }
+    }
+}
+
+package struct QueueDepth: Sendable, Equatable {
+    var available = 0
+    var scheduled = 0
+    var running = 0
+    var dead = 0
+}

@@ -1,0 +1,396 @@
+import BFFPlatform
+import Foundation
+import Logging
+import Metrics
+import NIOConcurrencyHelpers
+import NIOCore
+import NIOPosix
+import PostgresNIO
+import ServiceLifecycle
+
+/// How a process runs jobs (`BFF_JOBS_*`, docs/configuration.md).
+public struct JobRuntimeConfiguration: Sendable {
+    /// Jobs of one kind running at once in this process, for kinds that do not set their own.
+    public var concurrency: Int
+    /// The longest a due job waits when its NOTIFY was lost; also how often leases are checked and
+    /// periodic jobs enqueued.
+    public var pollInterval: Duration
+    /// How long a claimed job is the worker's; renewed while it runs, so only a dead worker's runs out.
+    public var lease: Duration
+    /// Finished jobs are kept this long (unique keys hold as long), then purged.
+    public var retention: Duration
+    /// At SIGTERM: how long running jobs may finish before the rest are released to other workers.
+    public var drain: Duration
+    var backoff = Backoff()
+
+    public init(
+        concurrency: Int = 10, pollInterval: Duration = .seconds(1), lease: Duration = .seconds(60),
+        retention: Duration = .seconds(7 * 86_400), drain: Duration = .seconds(8)
+    ) {
+        self.concurrency = concurrency
+        self.pollInterval = pollInterval
+        self.lease = lease
+        self.retention = retention
+        self.drain = drain
+    }
+}
+
+/// Claims and runs jobs: one loop per process that claims each kind's due jobs with SKIP LOCKED up to
+/// that kind's free slots, runs them as child tasks, and waits for a NOTIFY, a finished job or the poll
+/// interval. At SIGTERM it stops claiming, lets running jobs finish within `drain`, and releases the
+/// rest for other workers.
+public final class JobWorker: Service, Sendable {
+    public let id: String
+    private let database: Database
+    private let databaseURL: DatabaseURL
+    private let store: JobStore
+    private let completer: JobCompleter
+    private let handlers: [String: JobHandler]
+    private let periodic: [PeriodicJob]
+    private let configuration: JobRuntimeConfiguration
+    private let logger: Logger
+    private let started: StartupGate?
+    private let doorbell = Doorbell()
+    private let stopping = NIOLockedValueBox(false)
+    private let inFlight = NIOLockedValueBox<[Int64: Job]>([:])
+    /// Kinds named by NOTIFYs since the claim loop last looked (the payload is the kind).
+    private let notified = NIOLockedValueBox<Set<String>>([])
+    private let listener = NIOLockedValueBox<PostgresConnection?>(nil)
+
+    /// A worker for `handlers` (no periodic jobs); `databaseURL` is for its LISTEN connection, outside
+    /// `database`'s pools.
+    public convenience init(
+        database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], configuration: JobRuntimeConfiguration, logger: Logger
+    ) {
+        self.init(
+            database: database, databaseURL: databaseURL, handlers: handlers, periodic: [], configuration: configuration, logger: logger,
+            started: nil)
+    }
+
+    package init(
+        database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], periodic: [PeriodicJob],
+        configuration: JobRuntimeConfiguration, logger: Logger, started: StartupGate?
+    ) {
+        self.database = database
+        self.databaseURL = databaseURL
+        self.store = JobStore(database: database)
+        var byKind: [String: JobHandler] = [:]
+        for handler in handlers + periodic.map(\.handler) { byKind[handler.kind] = handler }
+        self.handlers = byKind
+        self.periodic = periodic
+        self.configuration = configuration
+        self.logger = logger
+        self.started = started
+        self.id = "\(ProcessInfo.processInfo.hostName.prefix(100)):\(getpid()):\(UUID().uuidString.prefix(8).lowercased())"
+        self.completer = JobCompleter(store: store, worker: id)
+    }
+
+    public func run() async throws {
+        if let started { await cancelWhenGracefulShutdown { await started.wait() } }
+        guard !Task.isShuttingDownGracefully, !Task.isCancelled else { return }
+        logger.info("job worker started", metadata: ["worker": .string(id), "kinds": .string(handlers.keys.sorted().joined(separator: ","))])
+        await withGracefulShutdownHandler {
+            await self.work()
+        } onGracefulShutdown: {
+            self.stop()
+        }
+        logger.info("job worker stopped", metadata: ["worker": .string(id)])
+    }
+
+    /// Stops claiming; running jobs get `drain` to finish.
+    public func stop() {
+        stopping.withLockedValue { $0 = true }
+        doorbell.ring()
+    }
+
+    private var isStopping: Bool { stopping.withLockedValue { $0 } || Task.isCancelled }
+
+    private func work() async {
+        await withDiscardingTaskGroup { group in
+            group.addTask { await self.listen() }
+            await self.claimUntilStopped(&group)
+            // Draining: running jobs may finish; the rest are released below.
+            let deadline = ContinuousClock.now + self.configuration.drain
+            while !self.inFlight.withLockedValue({ $0.isEmpty }), ContinuousClock.now < deadline {
+                await self.doorbell.wait(upTo: .milliseconds(100))
+            }
+            self.closeListener()
+            group.cancelAll()
+        }
+        let unfinished = inFlight.withLockedValue { jobs in
+            defer { jobs = [:] }
+            return Array(jobs.keys)
+        }
+        guard !unfinished.isEmpty else { return }
+        do {
+            try await store.release(ids: unfinished, worker: id)
+            logger.notice("jobs released at shutdown", metadata: ["count": .stringConvertible(unfinished.count)])
+        } catch {
+            logger.warning(
+                "releasing jobs at shutdown failed: their leases expire instead",
+                metadata: ["count": .stringConvertible(unfinished.count), "error": .string(LoggableError.describe(error))])
+        }
+    }
+
+    /// Between two claims of a kind while its jobs run: completions gather meanwhile, so that a busy
+    /// worker claims several jobs in one statement instead of one per finished job. Measured with
+    /// `scripts/bench push`: claiming on every completion made the claim loop most of PostgreSQL's work.
+    static let claimCooldown: Duration = .milliseconds(10)
+
+    private func claimUntilStopped(_ group: inout DiscardingTaskGroup) async {
+        var free: [String: Int] = [:]
+        for handler in handlers.values { free[handler.kind] = handler.concurrency ?? configuration.concurrency }
+        let freed = NIOLockedValueBox<[String: Int]>([:])
+        var lastHousekeeping = ContinuousClock.now - configuration.pollInterval
+        var lastRenewal = ContinuousClock.now
+        var lastDepth = ContinuousClock.now - .seconds(60)
+        var lastTick: [String: Int64] = [:]
+        // Kinds that may have due jobs: a kind whose claim came back short is not asked again until a
+        // NOTIFY names it, a job of it comes due, or the poll interval passes.
+        var mayHaveWork = Set(handlers.keys)
+        while !isStopping {
+            let returned = freed.withLockedValue { counts in
+                defer { counts = [:] }
+                return counts
+            }
+            for (kind, count) in returned { free[kind, default: 0] += count }
+            mayHaveWork.formUnion(
+                notified.withLockedValue { kinds in
+                    defer { kinds = [] }
+                    return kinds
+                })
+            let now = ContinuousClock.now
+            if now - lastHousekeeping >= configuration.pollInterval {
+                lastHousekeeping = now
+                lastTick = await housekeeping(lastTick: lastTick)
+                mayHaveWork = Set(handlers.keys)
+            }
+            if now - lastRenewal >= configuration.lease / 3 {
+                lastRenewal = now
+                await renewLeases()
+            }
+            if now - lastDepth >= .seconds(15) {
+                lastDepth = now
+                await recordDepth()
+            }
+            var busy = false
+            for kind in free.keys.sorted() {
+                let limit = free[kind, default: 0]
+                guard limit > 0, mayHaveWork.contains(kind), !isStopping else { continue }
+                let jobs: [Job]
+                do {
+                    jobs = try await store.claim(kind: kind, limit: limit, worker: id, lease: configuration.lease)
+                } catch {
+                    logger.warning("job claim failed", metadata: ["kind": .string(kind), "error": .string(LoggableError.describe(error))])
+                    continue
+                }
+                // A full batch: more may be due; claim again as soon as slots free up.
+                if jobs.count == limit { busy = true } else { mayHaveWork.remove(kind) }
+                free[kind, default: 0] -= jobs.count
+                for job in jobs {
+                    inFlight.withLockedValue { $0[job.id] = job }
+                    group.addTask {
+                        // A root span per run: the job's database and outbound calls are its children.
+                        await Telemetry.span(
+                            "job \(job.kind)", kind: .consumer, attributes: ["bff.job.kind": .string(job.kind), "bff.job.attempt": .int64(Int64(job.attempt))]
+                        ) { _ in await self.execute(job) }
+                        freed.withLockedValue { $0[kind, default: 0] += 1 }
+                        self.doorbell.ring()
+                    }
+                }
+            }
+            let running = inFlight.withLockedValue { $0.count }
+            if busy {
+                await doorbell.wait(upTo: configuration.pollInterval)
+                try? await Task.sleep(for: Self.claimCooldown)
+                continue
+            }
+            // While jobs run, each completion wakes the loop, which looks again; idle, it waits for the
+            // next job to come due (or a NOTIFY, or the poll interval).
+            var wait = configuration.pollInterval
+            if running == 0, let next = try? await store.nextRunAt(kinds: Array(handlers.keys)) {
+                let until = Duration.milliseconds(Int64(max(next.timeIntervalSinceNow, 0) * 1000) + 5)
+                wait = min(wait, until)
+            }
+            let waited = ContinuousClock.now
+            await doorbell.wait(upTo: wait)
+            if ContinuousClock.now - waited >= wait { mayHaveWork = Set(handlers.keys) }
+            if running > 0 { try? await Task.sleep(for: Self.claimCooldown) }
+        }
+    }
+
+    /// Runs one job and records its outcome. A run cut short by shutdown records nothing: the job is
+    /// released (or, if the process dies, its lease expires) and runs again elsewhere.
+    private func execute(_ job: Job) async {
+        guard let handler = handlers[job.kind] else { return }
+        let dimensions = [("kind", job.kind)]
+        Metrics.Timer(label: "bff_job_queue_delay_seconds", dimensions: dimensions)
+            .recordNanoseconds(Int64(max(0, Date().timeIntervalSince(job.runAt)) * 1e9))
+        Counter(label: "bff_job_runs_total", dimensions: dimensions).increment()
+        var logger = self.logger
+        logger[metadataKey: "job_id"] = .stringConvertible(job.id)
+        logger[metadataKey: "kind"] = .string(job.kind)
+        logger[metadataKey: "attempt"] = .stringConvertible(job.attempt)
+        do {
+            try await handler.run(job)
+        } catch {
+            if isStopping, Task.isCancelled { return }
+            await failed(job, error: error, logger: logger)
+            inFlight.withLockedValue { _ = $0.removeValue(forKey: job.id) }
+            return
+        }
+        do {
+            try await completer.complete(job.id)
+            Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "completed")]).increment()
+        } catch {
+            logger.warning("recording a completed job failed: it runs again after its lease", metadata: ["error": .string(LoggableError.describe(error))])
+        }
+        inFlight.withLockedValue { _ = $0.removeValue(forKey: job.id) }
+    }
+
+    private func failed(_ job: Job, error: any Error, logger: Logger) async {
+        let dimensions = [("kind", job.kind)]
+        var retryAfter: Duration?
+        var dead = false
+        var snoozed: Duration?
+        switch error {
+        case JobFailure.retry(_, let after): retryAfter = after
+        case JobFailure.deadLetter: dead = true
+        case JobFailure.snooze(_, let after): snoozed = after
+        default: break
+        }
+        let reason = (error as? JobFailure)?.description ?? LoggableError.describe(error)
+        let delay = snoozed ?? configuration.backoff.delay(afterAttempt: job.attempt, retryAfter: retryAfter)
+        do {
+            let isDead = try await store.fail(job, worker: id, error: reason, retryIn: delay, dead: dead, counted: snoozed == nil)
+            if snoozed != nil {
+                Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "snoozed")]).increment()
+                logger.debug("job waits", metadata: ["reason": .string(reason)])
+            } else if isDead {
+                Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "dead")]).increment()
+                Counter(label: "bff_jobs_dead_lettered_total", dimensions: dimensions).increment()
+                logger.error("job dead-lettered", metadata: ["error": .string(reason)])
+            } else {
+                Counter(label: "bff_jobs_total", dimensions: dimensions + [("outcome", "retried")]).increment()
+                logger.notice("job failed, will retry", metadata: ["error": .string(reason), "retry_in_seconds": .stringConvertible(delay.seconds)])
+            }
+        } catch {
+            logger.warning("recording a failed job failed: it runs again after its lease", metadata: ["error": .string(LoggableError.describe(error))])
+        }
+    }
+
+    /// Leases that ran out, periodic ticks, and the purge of finished jobs (cheap when there is none).
+    private func housekeeping(lastTick: [String: Int64]) async -> [String: Int64] {
+        var lastTick = lastTick
+        do {
+            let rescued = try await store.rescueExpiredLeases()
+            if rescued > 0 {
+                Counter(label: "bff_jobs_rescued_total").increment(by: rescued)
+                logger.notice("jobs whose worker stopped run again", metadata: ["count": .stringConvertible(rescued)])
+                doorbell.ring()
+            }
+        } catch {
+            logger.warning("lease check failed", metadata: ["error": .string(LoggableError.describe(error))])
+        }
+        let now = Date()
+        for job in periodic {
+            let tick = job.tick(at: now)
+            guard lastTick[job.handler.kind] != tick else { continue }
+            do {
+                try await database.run { [logger] client in
+                    try await client.withConnection { connection in
+                        _ = try await JobQueue.enqueue(
+                            job.handler.kind, PeriodicTick(tick: tick),
+                            options: .init(uniqueKey: "tick:\(tick)", runAt: job.start(ofTick: tick), maxAttempts: 1),
+                            on: connection, logger: logger)
+                    }
+                }
+                lastTick[job.handler.kind] = tick
+            } catch {
+                logger.warning("enqueueing a periodic job failed", metadata: ["kind": .string(job.handler.kind), "error": .string(LoggableError.describe(error))])
+            }
+        }
+        return lastTick
+    }
+
+    private func renewLeases() async {
+        guard !inFlight.withLockedValue({ $0.isEmpty }) else { return }
+        do {
+            try await database.run { [id, lease = configuration.lease, logger] client in
+                _ = try await client.query(
+                    """
+                    UPDATE jobs SET locked_until = now() + \(lease.seconds) * interval '1 second'
+                    WHERE state = 'running' AND locked_by = \(id)
+                    """, logger: logger)
+            }
+        } catch {
+            logger.warning("renewing job leases failed", metadata: ["error": .string(LoggableError.describe(error))])
+        }
+    }
+
+    private func recordDepth() async {
+        guard let depth = try? await store.depth() else { return }
+        for kind in Set(depth.keys).union(handlers.keys) {
+            let counts = depth[kind] ?? QueueDepth()
+            for (state, count) in [("available", counts.available), ("scheduled", counts.scheduled), ("running", counts.running), ("dead", counts.dead)] {
+                Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", state)]).record(count)
+            }
+        }
+    }
+
+    /// LISTENs for enqueued jobs on a connection of its own, reconnecting after a failure (the
+    /// database restarting): until it is back, the poll interval bounds the delay. Reconnection is
+    /// tried after half a second, then ever less often up to 5 s (or the poll interval, if shorter),
+    /// so that notifications return within seconds of the database, however long the poll interval.
+    private func listen() async {
+        var failures = 0
+        while !isStopping {
+            var failure: (any Error)?
+            do {
+                let connection = try await PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try databaseURL.connectionConfiguration(),
+                    id: 0, logger: database.logger)
+                listener.withLockedValue { $0 = connection }
+                if !isStopping {
+                    do {
+                        try await connection.listen(on: JobQueue.channel) { notifications in
+                            failures = 0
+                            // Jobs enqueued while no one listened are found by the next claim.
+                            notified.withLockedValue { $0.formUnion(handlers.keys) }
+                            doorbell.ring()
+                            for try await notification in notifications {
+                                notified.withLockedValue { _ = $0.insert(notification.payload) }
+                                doorbell.ring()
+                            }
+                        }
+                    } catch {
+                        failure = error
+                    }
+                }
+                listener.withLockedValue { $0 = nil }
+                // Awaited: a connection must be closed before it is released.
+                try? await connection.close()
+            } catch {
+                failure = error
+            }
+            if isStopping { return }
+            if let failure {
+                logger.notice("job notifications unavailable, polling until they are back", metadata: ["error": .string(LoggableError.describe(failure))])
+            }
+            let retry = Duration.milliseconds(500) * (1 << min(failures, 4))
+            failures += 1
+            try? await Task.sleep(for: min(retry, .seconds(5), configuration.pollInterval))
+        }
+    }
+
+    /// Ends the LISTEN (at shutdown): `listen()` then closes the connection.
+    private func closeListener() {
+        let connection = listener.withLockedValue { $0 }
+        let _: EventLoopFuture<Void>? = connection?.close()
+    }
+}
+
+/// The arguments of a periodic job: the tick it was enqueued for.
+struct PeriodicTick: Codable {
+    let tick: Int64
+}

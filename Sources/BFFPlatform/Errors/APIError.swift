@@ -1,0 +1,59 @@
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// The one error shape of the HTTP contract: a status and the body `{code, message}` (docs/architecture.md#the-http-contracts-rules).
+/// The status is the code's (`ErrorCode`); handlers throw these, and `ErrorMapping` turns library
+/// and domain errors into them.
+public struct APIError: Error, Sendable, Equatable {
+    public var status: HTTPResponse.Status
+    public var code: ErrorCode
+    public var message: String
+    public var headers: HTTPFields
+
+    public init(_ code: ErrorCode, _ message: String? = nil, headers: HTTPFields = [:]) {
+        self.init(code, status: code.status, message, headers: headers)
+    }
+
+    /// With another status than the code's: only for a status the framework chose (`ErrorMapping`).
+    init(_ code: ErrorCode, status: HTTPResponse.Status, _ message: String? = nil, headers: HTTPFields = [:]) {
+        self.status = status
+        self.code = code
+        self.message = message ?? code.defaultMessage
+        self.headers = headers
+    }
+
+    public static func == (lhs: APIError, rhs: APIError) -> Bool {
+        lhs.status == rhs.status && lhs.code == rhs.code && lhs.message == rhs.message
+    }
+
+    public static func validation(_ field: String, _ problem: String) -> APIError {
+        APIError(.validationFailed, "\(field): \(problem)")
+    }
+
+    public static let notFound = APIError(.notFound)
+    public static let databaseUnavailable = APIError(.databaseUnavailable)
+    public static let internalError = APIError(.internal)
+    // 400, not 406: the contract lists the statuses an error may have, and 406 is not among them.
+    package static let notAcceptable = APIError(.notAcceptable)
+    package static let payloadTooLarge = APIError(.payloadTooLarge)
+
+    /// 401 with the challenge RFC 6750 §3 asks for.
+    package static func invalidToken(_ message: String = "The access token is missing, expired or invalid.") -> APIError {
+        APIError(.invalidToken, message, headers: [.wwwAuthenticate: "Bearer error=\"invalid_token\""])
+    }
+
+    /// The JSON response; `code` and `message` are escaped by the encoder, never interpolated.
+    public func response() -> Response {
+        var fields = headers
+        fields[.contentType] = "application/json; charset=utf-8"
+        let body = (try? JSONEncoder().encode(ErrorBody(code: code.rawValue, message: message))) ?? Data()
+        return Response(status: status, headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: body)))
+    }
+
+    private struct ErrorBody: Encodable {
+        let code: String
+        let message: String
+    }
+}
