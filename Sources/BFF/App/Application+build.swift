@@ -71,7 +71,7 @@ public struct AppDependencies: Sendable {
         recallStore = RecallRepository(database: database, scheduler: features.recalls)
         let subscriptions = features.subscriptionSync.store
         turns = ChatTurn(
-            database: database, chats: chats, limiter: features.base.limiter, llm: features.llm,
+            turns: TurnStore(database: database, logger: logger), llm: features.llm,
             quota: TurnQuota(subscriptions: subscriptions, limits: configuration.planLimits), drain: drain, logger: logger)
         purchases = PurchaseVerification(sync: features.subscriptionSync, limiter: features.base.limiter)
         inbox = RevenueCatInbox(database: database, logger: logger)

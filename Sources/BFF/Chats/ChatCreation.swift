@@ -60,24 +60,30 @@ struct ChatCreation: Sendable {
         _ connection: PostgresConnection, subjectID: String?, topicID: String?,
         logger: Logger
     ) async throws -> (String?, String?) {
-        var subject = subjectID
+        var exists = true
         if let subjectID {
-            let rows = try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger)
-            var exists = false
-            for try await _ in rows { exists = true }
-            guard exists else { throw CatalogueError.unknownSubject(field: "subject_id") }
+            exists = false
+            for try await _ in try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger) { exists = true }
         }
+        var owner: String?
         if let topicID {
-            let rows = try await connection.query("SELECT subject_id FROM topics WHERE id = \(topicID)", logger: logger)
-            var owner: String?
-            for try await value in rows.decode(String.self) { owner = value }
-            guard let owner else { throw CatalogueError.unknownTopic(field: "topic_id", problem: "no such topic.") }
-            if let subject, subject != owner {
-                throw CatalogueError.unknownTopic(field: "topic_id", problem: "the topic belongs to another subject.")
+            for try await value in try await connection.query("SELECT subject_id FROM topics WHERE id = \(topicID)", logger: logger).decode(String.self) {
+                owner = value
             }
-            subject = owner
         }
-        return (subject, topicID)
+        return try catalogue(subjectID: subjectID, topicID: topicID, subjectExists: exists, topicSubject: owner)
+    }
+
+    /// The same decision on what was read (the tutoring turn reads it in its one query): 422 for an
+    /// unknown subject or topic, or a topic of another subject; a topic alone brings its subject.
+    static func catalogue(subjectID: String?, topicID: String?, subjectExists: Bool, topicSubject: String?) throws -> (String?, String?) {
+        if subjectID != nil, !subjectExists { throw CatalogueError.unknownSubject(field: "subject_id") }
+        guard let topicID else { return (subjectID, nil) }
+        guard let owner = topicSubject else { throw CatalogueError.unknownTopic(field: "topic_id", problem: "no such topic.") }
+        if let subjectID, subjectID != owner {
+            throw CatalogueError.unknownTopic(field: "topic_id", problem: "the topic belongs to another subject.")
+        }
+        return (owner, topicID)
     }
 
     /// Trimmed, 1–200 characters, no control characters; absent → a dated default.

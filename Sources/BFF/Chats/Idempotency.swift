@@ -41,7 +41,8 @@ enum IdempotencyRequest {
 /// The one owner of `idempotency_keys`, shared by chat creation and the tutoring turn: a key is
 /// claimed with its request's hash, answered once, and replayed to a retry with the same key and
 /// body within its lifetime. Each call runs on the caller's connection, inside its transaction
-/// when it has one.
+/// when it has one. The claim and the answer are stored functions (`bff_claim_idempotency_key`,
+/// `bff_answer_idempotency_key`), which the turn's own statements call too.
 enum IdempotencyStore {
     /// How long a key is kept: a retry within it replays, and the key is free again after it.
     static let keyLifetime: Duration = .seconds(24 * 3600)
@@ -55,29 +56,18 @@ enum IdempotencyStore {
     /// Takes `key` for a new request; false when it is taken: answered within its lifetime, or still
     /// running, unless that claim is older than `staleAfter` (a process that died mid-request).
     static func claim(_ key: Key, requestHash: Data, staleAfter: Duration? = nil, on connection: PostgresConnection, logger: Logger) async throws -> Bool {
-        let stale = staleAfter?.seconds
-        var owned = false
-        for try await _ in try await connection.query(
+        let rows = try await connection.query(
             """
-            INSERT INTO idempotency_keys (user_id, operation, key, request_hash)
-            VALUES (\(key.userID), \(key.operation), \(key.key), \(requestHash))
-            ON CONFLICT (user_id, operation, key) DO UPDATE
-                SET request_hash = excluded.request_hash, status_code = NULL, response_body = NULL, created_at = now()
-                WHERE idempotency_keys.created_at < now() - make_interval(secs => \(keyLifetime.seconds))
-                   OR (idempotency_keys.status_code IS NULL AND idempotency_keys.created_at < now() - make_interval(secs => \(stale)))
-            RETURNING 1
+            SELECT bff_claim_idempotency_key(\(key.userID), \(key.operation), \(key.key), \(requestHash), \(keyLifetime.seconds), \(staleAfter?.seconds))
             """, logger: logger)
-        { owned = true }
-        return owned
+        for try await owned in rows.decode(Bool.self) { return owned }
+        return false
     }
 
     /// Stores the response a retry will replay.
     static func answer(_ key: Key, status: Int, body: Data, on connection: PostgresConnection, logger: Logger) async throws {
         _ = try await connection.query(
-            """
-            UPDATE idempotency_keys SET status_code = \(status), response_body = \(body)
-            WHERE user_id = \(key.userID) AND operation = \(key.operation) AND key = \(key.key)
-            """, logger: logger)
+            "SELECT bff_answer_idempotency_key(\(key.userID), \(key.operation), \(key.key), \(Int32(status)), \(body))", logger: logger)
     }
 
     /// The first request's response for `key` within its lifetime: nil when there is no such key,

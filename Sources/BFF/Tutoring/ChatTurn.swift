@@ -9,15 +9,13 @@ import PostgresNIO
 /// One tutoring turn (API-030): the learner's message to the LLM in the role reversal's prompt, and
 /// the message with its reply stored together, or nothing.
 ///
-/// The LLM call takes seconds, so no transaction spans it. With an `Idempotency-Key` the key is
-/// claimed first in a transaction of its own (in progress: status NULL), and the turn's messages and
-/// its stored answer commit together after the reply; a failed call gives the key back, so the app's
+/// The LLM call takes seconds, so no transaction spans it. Before it, one read (`TurnStore.snapshot`)
+/// and one statement that counts the turn and claims its `Idempotency-Key` (in progress: status NULL);
+/// after it, one statement stores the turn's messages and the key's answer together; a failed call gives the key back, so the app's
 /// re-send with the same key asks again. A key left in progress by a process that died is free once
 /// the longest a call may take has passed.
 struct ChatTurn: Sendable {
-    let database: Database
-    let chats: ChatRepository
-    let limiter: RateLimiter
+    let turns: TurnStore
     /// Nil without `BFF_LLM_BASE_URL`: every turn is 503 `llm_unavailable`.
     let llm: LLMClient?
     /// The plan's features and turns a day.
@@ -98,27 +96,51 @@ struct ChatTurn: Sendable {
         }
         try IdempotencyRequest.check(idempotencyKey)
         let requestHash = try IdempotencyRequest.hash(request)
-        // A replay answers before anything is counted or asked.
-        if let key = idempotencyKey, let earlier = try await stored(userID: userID, key: key, requestHash: requestHash) {
-            return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: key, context: nil)
+        // One read of all the turn decides on, then refusals that count nothing, then one statement
+        // that counts the turn (quota, rate limit) and claims its key.
+        let snapshot = try await turns.snapshot(userID: userID, request: request, operation: Self.operation, key: idempotencyKey)
+        // A replay answers before anything is counted or asked; a key whose first request still runs
+        // is decided by the claim below (it may have died).
+        if let stored = snapshot.key {
+            guard stored.hash == requestHash else { throw IdempotencyError.keyReused }
+            if let body = stored.body, let earlier = try? JSONDecoder().decode(Result.self, from: body) {
+                return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: idempotencyKey, context: nil)
+            }
         }
         guard let llm else { throw Self.unavailable("The tutor is not configured on this server.", retryAfter: Self.misconfiguredRetryAfter) }
-        // Counted before the LLM is asked; every refusal after this gives it back. The plan's
-        // refusals come first and are not counted by the rate limit.
-        let reservation = try await quota.reserve(userID: userID, question: request.mode == .question)
-        do {
-            let decision = try await limiter.limit(key: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
-            guard decision.allowed else { throw APIError.rateLimited(decision) }
-            let context = try await readContext(userID: userID, request: request)
-            if let key = idempotencyKey {
-                try await claim(userID: userID, key: key, requestHash: requestHash, stale: llm.configuration.totalTimeout + .seconds(30))
-            }
+        let plan = quota.plan(snapshot.entitlement)
+        let allowed = try quota.allowance(plan: plan, question: request.mode == .question)
+        let context = try Self.context(of: request, snapshot)
+        let admission = try await turns.admit(
+            .init(
+                userID: userID, allowed: allowed, defaultZone: LearnerSettings.defaults.timezone,
+                rateKey: "chat:user:\(userID.uuidString.lowercased())", rate: Self.rate, period: Self.period, operation: Self.operation,
+                key: idempotencyKey, requestHash: requestHash, keyStale: llm.configuration.totalTimeout + .seconds(30)))
+        switch admission {
+        case .admitted(let day):
             return Prepared(
-                replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context, reservation: reservation)
-        } catch {
-            await giveBack(reservation)
-            throw error
+                replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context,
+                reservation: day.map { TurnQuota.Reservation(userID: userID, day: $0) })
+        case .quotaExhausted(let secondsLeft): throw TurnQuota.exhausted(plan: plan, allowed: allowed ?? 0, secondsLeft: secondsLeft)
+        case .rateLimited(let decision): throw APIError.rateLimited(decision)
+        case .keyBusy: throw IdempotencyError.inProgress
         }
+    }
+
+    /// What the prompt needs, from the turn's read: 404 for a chat the learner does not have, 409 for
+    /// an ended one (an opened recall reopens it for the re-recall conversation, UC-002), 422 for a
+    /// new chat's unknown subject or topic.
+    private static func context(of request: Request, _ snapshot: TurnStore.Snapshot) throws -> Context {
+        let prompt = TutoringPrompt.Context(
+            subject: snapshot.subjectName, topic: snapshot.topicName, difficulty: request.difficulty ?? snapshot.difficulty ?? 3)
+        guard request.chatID != nil else {
+            let (subjectID, topicID) = try ChatCreation.catalogue(
+                subjectID: request.subjectID, topicID: request.topicID, subjectExists: snapshot.subjectExists, topicSubject: snapshot.topicSubject)
+            return Context(prompt: prompt, history: [], newChat: (subjectID, topicID))
+        }
+        guard let chat = snapshot.chat else { throw APIError.notFound }
+        guard chat.status != "ended" || chat.reopened else { throw APIError(.chatEnded) }
+        return Context(prompt: prompt, history: snapshot.history, newChat: nil)
     }
 
     /// Gives a reserved turn back; a failure only costs the learner that turn, so it is logged.
@@ -163,7 +185,7 @@ struct ChatTurn: Sendable {
                 ])
             return result
         } catch {
-            if let key = idempotencyKey { try? await release(userID: userID, key: key) }
+            if let key = idempotencyKey { try? await turns.release(.init(userID: userID, operation: Self.operation, key: key)) }
             if !delivered.isMarked { await giveBack(prepared.reservation) }
             throw Self.answer(for: error, logger: logger)
         }
@@ -202,39 +224,8 @@ struct ChatTurn: Sendable {
         var newChat: (subjectID: String?, topicID: String?)?
     }
 
-    private func readContext(userID: UUID, request: Request) async throws -> Context {
-        try await database.run { client in
-            var difficulty = 3
-            for try await value in try await client.query(
-                "SELECT difficulty FROM user_settings WHERE user_id = \(userID)", logger: logger
-            ).decode(Int16.self) { difficulty = Int(value) }
-            difficulty = request.difficulty ?? difficulty
-            guard let chatID = request.chatID else {
-                let (subjectID, topicID) = try await client.withConnection { connection in
-                    try await ChatCreation.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
-                }
-                let names = try await Self.names(client, subjectID: subjectID, topicID: topicID, logger: logger)
-                return Context(prompt: .init(subject: names.subject, topic: names.topic, difficulty: difficulty), history: [], newChat: (subjectID, topicID))
-            }
-            var found: (status: String, subjectID: String?, topicID: String?, reopened: Bool)?
-            for try await row in try await client.query(
-                """
-                SELECT c.status, c.subject_id, c.topic_id,
-                       EXISTS (SELECT 1 FROM recalls r WHERE r.chat_id = c.id AND r.user_id = c.user_id AND r.status = 'opened')
-                FROM chats c WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL
-                """, logger: logger
-            ).decode((String, String?, String?, Bool).self) { found = (row.0, row.1, row.2, row.3) }
-            guard let found else { throw APIError.notFound }
-            // An opened recall reopens its ended chat for the re-recall conversation (UC-002).
-            guard found.status != "ended" || found.reopened else { throw APIError(.chatEnded) }
-            let history = try await Self.dialogue(client, chatID: chatID, userID: userID, logger: logger)
-            let names = try await Self.names(client, subjectID: found.subjectID, topicID: found.topicID, logger: logger)
-            return Context(prompt: .init(subject: names.subject, topic: names.topic, difficulty: difficulty), history: history, newChat: nil)
-        }
-    }
-
-    /// The chat's newest 200 messages of the learner and the AI, oldest first: the history a turn
-    /// sends and the dialogue tags are read from.
+    /// The chat's newest 200 messages of the learner and the AI, oldest first: the history tags are
+    /// read from (the turn reads its own in `TurnStore.snapshot`).
     static func dialogue(_ client: PostgresClient, chatID: UUID, userID: UUID, logger: Logger) async throws -> [LLMMessage] {
         var dialogue: [LLMMessage] = []
         for try await (role, content) in try await client.query(
@@ -251,109 +242,25 @@ struct ChatTurn: Sendable {
         return dialogue
     }
 
-    private static func names(_ client: PostgresClient, subjectID: String?, topicID: String?, logger: Logger) async throws -> (subject: String?, topic: String?) {
-        var names: (subject: String?, topic: String?) = (nil, nil)
-        for try await (subject, topic) in try await client.query(
-            "SELECT (SELECT name FROM subjects WHERE id = \(subjectID)), (SELECT name FROM topics WHERE id = \(topicID))", logger: logger
-        ).decode((String?, String?).self) { names = (subject, topic) }
-        return names
-    }
-
-    /// The messages, the chat's counters and the key's answer, in one transaction.
+    /// The messages, the chat's counters, the tags' job and the key's answer, in one statement.
     private func store(userID: UUID, request: Request, context: Context, completion: LLMCompletion, idempotencyKey: String?) async throws -> Result {
-        try await database.run { client in
-            try await client.withTransaction(logger: logger) { connection in
-                var chatID = request.chatID
-                if let newChat = context.newChat {
-                    let title =
-                        switch request.mode {
-                        case .turn: TutoringPrompt.title(from: request.message ?? "")
-                        case .question: TutoringPrompt.questionTitle(context.prompt)
-                        }
-                    chatID = try await chats.create(
-                        on: connection, userID: userID, title: title, subjectID: newChat.subjectID, topicID: newChat.topicID, logger: logger
-                    ).id
-                }
-                guard let chatID else { throw APIError.notFound }
-                var stored: [StoredMessage] = []
-                for try await (id, role, content, micros) in try await connection.query(
-                    """
-                    WITH chat AS (
-                        UPDATE chats SET message_count = message_count + \(request.message == nil ? 1 : 2),
-                            last_message_preview = left(\(completion.text), 140), updated_at = bff_chat_stamp(\(userID))
-                        WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
-                          AND (status <> 'ended' OR EXISTS (
-                              SELECT 1 FROM recalls r WHERE r.chat_id = chats.id AND r.user_id = chats.user_id AND r.status = 'opened'))
-                        RETURNING id, user_id
-                    ), at AS (SELECT clock_timestamp() AS now)
-                    INSERT INTO messages (chat_id, user_id, role, content, created_at, model, prompt_tokens, completion_tokens)
-                    SELECT id, user_id, 'user', \(request.message), at.now, NULL, NULL, NULL FROM chat, at WHERE \(request.message)::text IS NOT NULL
-                    UNION ALL
-                    SELECT id, user_id, 'assistant', \(completion.text), at.now + interval '1 microsecond', \(completion.model),
-                           \(completion.promptTokens), \(completion.completionTokens) FROM chat, at
-                    RETURNING id, role, content, (extract(epoch FROM created_at) * 1000000)::int8
-                    """, logger: logger
-                ).decode((UUID, String, String, Int64).self) {
-                    stored.append(StoredMessage(id: id, role: role, content: content, createdMicros: micros))
-                }
-                // The chat was deleted, or ended, while the LLM answered.
-                let user = stored.first(where: { $0.role == "user" })
-                guard let reply = stored.first(where: { $0.role == "assistant" }), (user == nil) == (request.message == nil) else {
-                    throw try await Self.chatGone(chatID: chatID, userID: userID, on: connection, logger: logger)
-                }
-                let result = Result(chatID: chatID, userMessage: user, reply: reply)
-                // Misconception tags from the dialogue, once this turn is committed (never part of it).
-                if user != nil {
-                    try await TagExtraction.enqueue(chatID: chatID, userID: userID, replyID: reply.id, on: connection, logger: logger)
-                }
-                if let key = idempotencyKey {
-                    try await IdempotencyStore.answer(
-                        .init(userID: userID, operation: Self.operation, key: key), status: 200, body: try JSONEncoder().encode(result),
-                        on: connection, logger: logger)
-                }
-                return result
+        let title: String? =
+            switch (context.newChat, request.mode) {
+            case (nil, _): nil
+            case (_, .turn): TutoringPrompt.title(from: request.message ?? "")
+            case (_, .question): TutoringPrompt.questionTitle(context.prompt)
             }
+        let stored = try await turns.store(
+            .init(
+                userID: userID, chatID: context.newChat == nil ? request.chatID : nil, title: title, subjectID: context.newChat?.subjectID,
+                topicID: context.newChat?.topicID, message: request.message, completion: completion, operation: Self.operation,
+                key: idempotencyKey))
+        switch stored {
+        case .stored(let result): return result
+        // The chat ended, or was deleted, while the LLM answered.
+        case .ended: throw APIError(.chatEnded)
+        case .gone: throw APIError.notFound
         }
-    }
-
-    /// Why the turn's chat took no messages: 409 `chat_ended` when it ended while the LLM answered
-    /// (the rule is checked again as the turn is stored), else 404 (deleted).
-    private static func chatGone(chatID: UUID, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> APIError {
-        for try await _ in try await connection.query(
-            "SELECT 1 FROM chats WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL AND status = 'ended'", logger: logger)
-        {
-            return APIError(.chatEnded)
-        }
-        return APIError.notFound
-    }
-
-    /// The first turn's answer for `key`; throws while it is still running or when the key came with another body.
-    private func stored(userID: UUID, key: String, requestHash: Data) async throws -> Result? {
-        try await idempotency { connection in
-            guard let stored = try await IdempotencyStore.stored(.init(userID: userID, operation: Self.operation, key: key), requestHash: requestHash, on: connection, logger: logger),
-                let body = stored
-            else { return nil }
-            return try? JSONDecoder().decode(Result.self, from: body)
-        }
-    }
-
-    /// Takes `key` for this turn; a key already taken by a turn still running is 409.
-    private func claim(userID: UUID, key: String, requestHash: Data, stale: Duration) async throws {
-        let owned = try await idempotency { connection in
-            try await IdempotencyStore.claim(
-                .init(userID: userID, operation: Self.operation, key: key), requestHash: requestHash, staleAfter: stale, on: connection, logger: logger)
-        }
-        guard owned else { throw IdempotencyError.inProgress }
-    }
-
-    private func release(userID: UUID, key: String) async throws {
-        try await idempotency { connection in
-            try await IdempotencyStore.release(.init(userID: userID, operation: Self.operation, key: key), on: connection, logger: logger)
-        }
-    }
-
-    private func idempotency<Value: Sendable>(_ body: @escaping @Sendable (PostgresConnection) async throws -> Value) async throws -> Value {
-        try await database.run { client in try await client.withConnection { try await body($0) } }
     }
 
     /// The learner's answer to a failed turn: the LLM's failures as the contract names them.

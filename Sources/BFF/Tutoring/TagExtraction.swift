@@ -26,14 +26,6 @@ struct TagExtraction: Sendable {
         let chatID: UUID
     }
 
-    /// The extraction after the turn whose reply is `replyID`, in the turn's transaction.
-    static func enqueue(chatID: UUID, userID: UUID, replyID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
-        try await JobQueue.enqueue(
-            kind, Args(chatID: chatID),
-            options: .init(userID: userID, uniqueKey: "\(chatID.uuidString.lowercased())@\(replyID.uuidString.lowercased())", maxAttempts: 5),
-            on: connection, logger: logger)
-    }
-
     var handler: JobHandler {
         JobHandler(kind: Self.kind) { job in try await extract(job) }
     }

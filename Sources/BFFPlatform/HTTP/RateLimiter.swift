@@ -17,7 +17,7 @@ public struct RateLimiter: Sendable {
 
         /// From `bff_rate_limit_take`'s answer: whether the request was allowed and how far the
         /// key's theoretical arrival time now lies ahead, in seconds.
-        init(allowed: Bool, ahead: Double, rate: Int, periodSeconds: Double) {
+        package init(allowed: Bool, ahead: Double, rate: Int, periodSeconds: Double) {
             let interval = periodSeconds / Double(rate)
             self.allowed = allowed
             limit = rate

@@ -303,7 +303,11 @@ struct MigrationTests {
     @Test("each stored function in the migrated database is its file: the body (prosrc) and the signature PostgreSQL makes of the file, and its checksum is recorded")
     func storedFunctionsAreTheirFiles() async throws {
         let functions = try StoredFunction.load(from: TestEnvironment.migrationsDirectory)
-        #expect(functions.map(\.name) == ["bff_enqueue_jobs", "bff_learner_day", "bff_refresh_rotate_ring", "bff_request_subscription_syncs", "bff_reserve_turn"])
+        #expect(
+            functions.map(\.name) == [
+                "bff_admit_turn", "bff_answer_idempotency_key", "bff_claim_idempotency_key", "bff_enqueue_jobs", "bff_give_back_turn", "bff_learner_day",
+                "bff_refresh_rotate_ring", "bff_request_subscription_syncs", "bff_reserve_turn", "bff_store_turn",
+            ])
         let url = try await TestDatabases.shared.makeMigrated()
         try await url.withClient { client in
             try await client.withConnection { connection in

@@ -55,6 +55,9 @@ struct TracingTests {
             let database = spans.filter { $0.traceID == traceID && $0.name.hasPrefix("postgresql ") }
             #expect(!database.isEmpty && database.allSatisfy { $0.kind == 3 && descends($0, from: request) }, "\(database.map(\.name))")
             #expect(database.contains { $0.attributes["db.system.name"] == "postgresql" })
+            // The turn is three round trips to PostgreSQL: its read and its admission before the LLM,
+            // its store after (each span is one statement).
+            #expect(database.map(\.name).sorted() == ["postgresql TurnStore.admit", "postgresql TurnStore.snapshot", "postgresql TurnStore.store"])
 
             // The LLM call: a client span under the request, whose id the LLM received as traceparent's parent.
             let llmSpan = try #require(spans.first { $0.traceID == traceID && $0.name == "llm chat completion" })

@@ -114,6 +114,40 @@ struct TurnQuotaTests {
         }
     }
 
+    @Test(
+        "a turn refused as it is admitted costs no turn of the day: past the rate limit (429 rate_limited), a key whose first turn still runs (409); a chat the learner does not have counts nothing at all"
+    )
+    func refusedAdmissionsCostNothing() async throws {
+        let llm = LocalLLM { request, _ in
+            request.messages.last?.content == "ゆっくり" ? .reply(["遅い返事"], firstChunkAfter: .seconds(1.5)) : .reply(["はい"])
+        }
+        try await turns.withTurns(llm, environment: Self.freeTurns(20)) { client, learner in
+            let missing = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id": "\#(UUID())", "message": "続き"}"#)
+            #expect(missing.status == .notFound, "\(missing.text)")
+            #expect(try await used(learner) == 0)
+
+            let port = try #require(client.port)
+            let running = Task {
+                try await HTTPClient.shared.execute(
+                    turns.turnRequest(port: port, as: learner, json: #"{"message":"ゆっくり"}"#, headers: [("Idempotency-Key", "slow")]), timeout: .seconds(10)
+                ).status.code
+            }
+            #expect(try await eventually(within: .seconds(5)) { Self.asked(llm) == 1 })
+            let busy = try await client.call(
+                .post, "/api/v1/chat", as: learner, json: #"{"message":"ゆっくり"}"#, headers: [HTTPField.Name("Idempotency-Key")!: "slow"])
+            #expect(busy.status == .conflict && busy.errorCode == "idempotency_in_progress", "\(busy.text)")
+            #expect(try await running.value == 200)
+            #expect(try await used(learner) == 1)
+
+            // The busy key's request was counted by the rate limit: three more pass, the fourth is refused.
+            for _ in 0..<3 { #expect(try await client.call(.post, "/api/v1/chat", as: learner, json: Self.message).status == .ok) }
+            let limited = try await client.call(.post, "/api/v1/chat", as: learner, json: Self.message)
+            #expect(limited.status == .tooManyRequests && limited.errorCode == "rate_limited", "\(limited.text)")
+            #expect(try await used(learner) == 4)
+            #expect(Self.asked(llm) == 4)
+        }
+    }
+
     @Test("a turn that reached nobody is given back: a JSON turn whose LLM failed, a stream that failed before its first delta")
     func failedTurnsAreGivenBack() async throws {
         let llm = LocalLLM { _, number in
