@@ -34,6 +34,17 @@ package struct JobStore: Sendable {
         }
     }
 
+    /// Extends the leases of `worker`'s running jobs to `lease` from now.
+    func renew(worker: String, lease: Duration) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                UPDATE jobs SET locked_until = now() + \(lease.seconds) * interval '1 second'
+                WHERE state = 'running' AND locked_by = \(worker)
+                """, logger: database.logger)
+        }
+    }
+
     /// Marks the jobs completed; a job whose lease this worker no longer holds is left alone.
     func complete(ids: [Int64], worker: String) async throws {
         try await database.run { client in
