@@ -87,3 +87,8 @@ public struct PeriodicJob: Sendable {
         try await handler.run(Job(id: 0, kind: handler.kind, args: args, userID: nil, attempt: 1, maxAttempts: 1, runAt: now))
     }
 }
+
+/// The arguments of a periodic job: the tick it was enqueued for.
+struct PeriodicTick: Codable {
+    let tick: Int64
+}

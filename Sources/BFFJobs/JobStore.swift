@@ -34,6 +34,17 @@ package struct JobStore: Sendable {
         }
     }
 
+    /// Extends the leases of `worker`'s running jobs to `lease` from now.
+    func renew(worker: String, lease: Duration) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                UPDATE jobs SET locked_until = now() + \(lease.seconds) * interval '1 second'
+                WHERE state = 'running' AND locked_by = \(worker)
+                """, logger: database.logger)
+        }
+    }
+
     /// Marks the jobs completed; a job whose lease this worker no longer holds is left alone.
     func complete(ids: [Int64], worker: String) async throws {
         try await database.run { client in
@@ -149,6 +160,83 @@ package struct JobStore: Sendable {
                 depth[kind] = QueueDepth(available: Int(available), scheduled: Int(scheduled), running: Int(running), dead: Int(dead))
             }
             return depth
+        }
+    }
+
+    /// The states of a job, as `state` holds them.
+    package static let states = ["available", "running", "completed", "dead", "discarded"]
+
+    /// One job as an operator sees it (`bff jobs list`): without its arguments, which may hold push
+    /// tokens.
+    package struct Summary: Sendable {
+        package let id: Int64
+        package let kind: String
+        package let state: String
+        package let attempt: Int
+        package let maxAttempts: Int
+        package let runAt: Date
+        package let createdAt: Date
+        package let finishedAt: Date?
+        package let lastError: String?
+    }
+
+    /// The newest jobs (at most `limit`), of a state and a kind when given.
+    package func list(state: String?, kind: String?, limit: Int) async throws -> [Summary] {
+        try await database.run { client in
+            let rows = try await client.query(
+                """
+                SELECT id, kind, state, attempt, max_attempts, run_at, created_at, finished_at, last_error FROM jobs
+                WHERE (\(state)::text IS NULL OR state = \(state)) AND (\(kind)::text IS NULL OR kind = \(kind))
+                ORDER BY id DESC LIMIT \(limit)
+                """, logger: database.logger)
+            var jobs: [Summary] = []
+            for try await (id, kind, state, attempt, maxAttempts, runAt, createdAt, finishedAt, lastError) in rows.decode(
+                (Int64, String, String, Int32, Int32, Date, Date, Date?, String?).self)
+            {
+                jobs.append(
+                    Summary(
+                        id: id, kind: kind, state: state, attempt: Int(attempt), maxAttempts: Int(maxAttempts), runAt: runAt,
+                        createdAt: createdAt, finishedAt: finishedAt, lastError: lastError))
+            }
+            return jobs
+        }
+    }
+
+    /// Puts a dead or discarded job back in the queue with its attempts reset.
+    package func retry(id: Int64) async throws {
+        try await change(
+            id: id, allowed: ["dead", "discarded"],
+            """
+            UPDATE jobs SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL
+            WHERE id = \(id) AND state IN ('dead', 'discarded')
+            RETURNING pg_notify(\(JobQueue.channel), kind)::text
+            """)
+    }
+
+    /// Takes a waiting or dead job out of the queue for good.
+    package func discard(id: Int64) async throws {
+        try await change(
+            id: id, allowed: ["available", "dead"],
+            """
+            UPDATE jobs SET state = 'discarded', finished_at = now()
+            WHERE id = \(id) AND state IN ('available', 'dead')
+            RETURNING ''::text
+            """)
+    }
+
+    /// Runs `change` on job `id`; when it changed nothing, throws why (`ID` is the commands' argument):
+    /// there is no such job, or it is in a state other than `allowed`.
+    private func change(id: Int64, allowed: [String], _ change: PostgresQuery) async throws {
+        try await database.run { client in
+            var changed = false
+            for try await _ in try await client.query(change, logger: database.logger) { changed = true }
+            guard !changed else { return }
+            var state: String?
+            for try await value in try await client.query("SELECT state FROM jobs WHERE id = \(id)", logger: database.logger).decode(String.self) {
+                state = value
+            }
+            guard let state else { throw ConfigurationError("ID", "no job \(id)") }
+            throw ConfigurationError("ID", "job \(id) is \(state); only a job that is \(allowed.joined(separator: " or ")) can be changed so")
         }
     }
 }

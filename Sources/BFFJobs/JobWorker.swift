@@ -3,9 +3,6 @@ import Foundation
 import Logging
 import Metrics
 import NIOConcurrencyHelpers
-import NIOCore
-import NIOPosix
-import PostgresNIO
 import ServiceLifecycle
 
 /// How a process runs jobs (`BFF_JOBS_*`, docs/configuration.md).
@@ -38,24 +35,21 @@ public struct JobRuntimeConfiguration: Sendable {
 /// Claims and runs jobs: one loop per process that claims each kind's due jobs with SKIP LOCKED up to
 /// that kind's free slots, runs them as child tasks, and waits for a NOTIFY, a finished job or the poll
 /// interval. At SIGTERM it stops claiming, lets running jobs finish within `drain`, and releases the
-/// rest for other workers.
+/// rest for other workers. Its `JobNotifier` LISTENs and its `JobMaintainer` keeps leases and periodic
+/// jobs, both driven from here.
 public final class JobWorker: Service, Sendable {
     public let id: String
-    private let database: Database
-    private let databaseURL: DatabaseURL
     private let store: JobStore
     private let completer: JobCompleter
+    private let notifier: JobNotifier
+    private let maintainer: JobMaintainer
     private let handlers: [String: JobHandler]
-    private let periodic: [PeriodicJob]
     private let configuration: JobRuntimeConfiguration
     private let logger: Logger
     private let started: StartupGate?
-    private let doorbell = Doorbell()
+    private let doorbell: Doorbell
     private let stopping = NIOLockedValueBox(false)
     private let inFlight = NIOLockedValueBox<[Int64: Job]>([:])
-    /// Kinds named by NOTIFYs since the claim loop last looked (the payload is the kind).
-    private let notified = NIOLockedValueBox<Set<String>>([])
-    private let listener = NIOLockedValueBox<PostgresConnection?>(nil)
 
     /// A worker for `handlers` (no periodic jobs); `databaseURL` is for its LISTEN connection, outside
     /// `database`'s pools.
@@ -71,18 +65,26 @@ public final class JobWorker: Service, Sendable {
         database: Database, databaseURL: DatabaseURL, handlers: [JobHandler], periodic: [PeriodicJob],
         configuration: JobRuntimeConfiguration, logger: Logger, started: StartupGate?
     ) {
-        self.database = database
-        self.databaseURL = databaseURL
-        self.store = JobStore(database: database)
+        let store = JobStore(database: database)
         var byKind: [String: JobHandler] = [:]
         for handler in handlers + periodic.map(\.handler) { byKind[handler.kind] = handler }
+        let kinds = Array(byKind.keys)
+        let id = "\(ProcessInfo.processInfo.hostName.prefix(100)):\(getpid()):\(UUID().uuidString.prefix(8).lowercased())"
+        let doorbell = Doorbell()
+        self.id = id
+        self.store = store
         self.handlers = byKind
-        self.periodic = periodic
         self.configuration = configuration
         self.logger = logger
         self.started = started
-        self.id = "\(ProcessInfo.processInfo.hostName.prefix(100)):\(getpid()):\(UUID().uuidString.prefix(8).lowercased())"
+        self.doorbell = doorbell
         self.completer = JobCompleter(store: store, worker: id)
+        self.notifier = JobNotifier(
+            databaseURL: databaseURL, kinds: kinds, pollInterval: configuration.pollInterval, doorbell: doorbell, logger: logger,
+            connectionLogger: database.logger)
+        self.maintainer = JobMaintainer(
+            database: database, store: store, worker: id, kinds: kinds, periodic: periodic, lease: configuration.lease, doorbell: doorbell,
+            logger: logger)
     }
 
     public func run() async throws {
@@ -107,14 +109,14 @@ public final class JobWorker: Service, Sendable {
 
     private func work() async {
         await withDiscardingTaskGroup { group in
-            group.addTask { await self.listen() }
+            group.addTask { await self.notifier.listen(until: { self.isStopping }) }
             await self.claimUntilStopped(&group)
             // Draining: running jobs may finish; the rest are released below.
             let deadline = ContinuousClock.now + self.configuration.drain
             while !self.inFlight.withLockedValue({ $0.isEmpty }), ContinuousClock.now < deadline {
                 await self.doorbell.wait(upTo: .milliseconds(100))
             }
-            self.closeListener()
+            self.notifier.close()
             group.cancelAll()
         }
         let unfinished = inFlight.withLockedValue { jobs in
@@ -144,7 +146,6 @@ public final class JobWorker: Service, Sendable {
         var lastHousekeeping = ContinuousClock.now - configuration.pollInterval
         var lastRenewal = ContinuousClock.now
         var lastDepth = ContinuousClock.now - .seconds(60)
-        var lastTick: [String: Int64] = [:]
         // Kinds that may have due jobs: a kind whose claim came back short is not asked again until a
         // NOTIFY names it, a job of it comes due, or the poll interval passes.
         var mayHaveWork = Set(handlers.keys)
@@ -154,24 +155,21 @@ public final class JobWorker: Service, Sendable {
                 return counts
             }
             for (kind, count) in returned { free[kind, default: 0] += count }
-            mayHaveWork.formUnion(
-                notified.withLockedValue { kinds in
-                    defer { kinds = [] }
-                    return kinds
-                })
+            mayHaveWork.formUnion(notifier.takeNotified())
             let now = ContinuousClock.now
             if now - lastHousekeeping >= configuration.pollInterval {
                 lastHousekeeping = now
-                lastTick = await housekeeping(lastTick: lastTick)
+                await maintainer.rescueExpiredLeases()
+                await maintainer.enqueuePeriodicJobs()
                 mayHaveWork = Set(handlers.keys)
             }
             if now - lastRenewal >= configuration.lease / 3 {
                 lastRenewal = now
-                await renewLeases()
+                if !inFlight.withLockedValue({ $0.isEmpty }) { await maintainer.renewLeases() }
             }
             if now - lastDepth >= .seconds(15) {
                 lastDepth = now
-                await recordDepth()
+                await maintainer.recordDepth()
             }
             var busy = false
             for kind in free.keys.sorted() {
@@ -278,119 +276,4 @@ public final class JobWorker: Service, Sendable {
             logger.warning("recording a failed job failed: it runs again after its lease", metadata: ["error": .string(LoggableError.describe(error))])
         }
     }
-
-    /// Leases that ran out, periodic ticks, and the purge of finished jobs (cheap when there is none).
-    private func housekeeping(lastTick: [String: Int64]) async -> [String: Int64] {
-        var lastTick = lastTick
-        do {
-            let rescued = try await store.rescueExpiredLeases()
-            if rescued > 0 {
-                Counter(label: "bff_jobs_rescued_total").increment(by: rescued)
-                logger.notice("jobs whose worker stopped run again", metadata: ["count": .stringConvertible(rescued)])
-                doorbell.ring()
-            }
-        } catch {
-            logger.warning("lease check failed", metadata: ["error": .string(LoggableError.describe(error))])
-        }
-        let now = Date()
-        for job in periodic {
-            let tick = job.tick(at: now)
-            guard lastTick[job.handler.kind] != tick else { continue }
-            do {
-                try await database.run { [logger] client in
-                    try await client.withConnection { connection in
-                        _ = try await JobQueue.enqueue(
-                            job.handler.kind, PeriodicTick(tick: tick),
-                            options: .init(uniqueKey: "tick:\(tick)", runAt: job.start(ofTick: tick), maxAttempts: 1),
-                            on: connection, logger: logger)
-                    }
-                }
-                lastTick[job.handler.kind] = tick
-            } catch {
-                logger.warning("enqueueing a periodic job failed", metadata: ["kind": .string(job.handler.kind), "error": .string(LoggableError.describe(error))])
-            }
-        }
-        return lastTick
-    }
-
-    private func renewLeases() async {
-        guard !inFlight.withLockedValue({ $0.isEmpty }) else { return }
-        do {
-            try await database.run { [id, lease = configuration.lease, logger] client in
-                _ = try await client.query(
-                    """
-                    UPDATE jobs SET locked_until = now() + \(lease.seconds) * interval '1 second'
-                    WHERE state = 'running' AND locked_by = \(id)
-                    """, logger: logger)
-            }
-        } catch {
-            logger.warning("renewing job leases failed", metadata: ["error": .string(LoggableError.describe(error))])
-        }
-    }
-
-    private func recordDepth() async {
-        guard let depth = try? await store.depth() else { return }
-        for kind in Set(depth.keys).union(handlers.keys) {
-            let counts = depth[kind] ?? QueueDepth()
-            for (state, count) in [("available", counts.available), ("scheduled", counts.scheduled), ("running", counts.running), ("dead", counts.dead)] {
-                Gauge(label: "bff_jobs_queue_depth", dimensions: [("kind", kind), ("state", state)]).record(count)
-            }
-        }
-    }
-
-    /// LISTENs for enqueued jobs on a connection of its own, reconnecting after a failure (the
-    /// database restarting): until it is back, the poll interval bounds the delay. Reconnection is
-    /// tried after half a second, then ever less often up to 5 s (or the poll interval, if shorter),
-    /// so that notifications return within seconds of the database, however long the poll interval.
-    private func listen() async {
-        var failures = 0
-        while !isStopping {
-            var failure: (any Error)?
-            do {
-                let connection = try await PostgresConnection.connect(
-                    on: MultiThreadedEventLoopGroup.singleton.any(), configuration: try databaseURL.connectionConfiguration(),
-                    id: 0, logger: database.logger)
-                listener.withLockedValue { $0 = connection }
-                if !isStopping {
-                    do {
-                        try await connection.listen(on: JobQueue.channel) { notifications in
-                            failures = 0
-                            // Jobs enqueued while no one listened are found by the next claim.
-                            notified.withLockedValue { $0.formUnion(handlers.keys) }
-                            doorbell.ring()
-                            for try await notification in notifications {
-                                notified.withLockedValue { _ = $0.insert(notification.payload) }
-                                doorbell.ring()
-                            }
-                        }
-                    } catch {
-                        failure = error
-                    }
-                }
-                listener.withLockedValue { $0 = nil }
-                // Awaited: a connection must be closed before it is released.
-                try? await connection.close()
-            } catch {
-                failure = error
-            }
-            if isStopping { return }
-            if let failure {
-                logger.notice("job notifications unavailable, polling until they are back", metadata: ["error": .string(LoggableError.describe(failure))])
-            }
-            let retry = Duration.milliseconds(500) * (1 << min(failures, 4))
-            failures += 1
-            try? await Task.sleep(for: min(retry, .seconds(5), configuration.pollInterval))
-        }
-    }
-
-    /// Ends the LISTEN (at shutdown): `listen()` then closes the connection.
-    private func closeListener() {
-        let connection = listener.withLockedValue { $0 }
-        let _: EventLoopFuture<Void>? = connection?.close()
-    }
-}
-
-/// The arguments of a periodic job: the tick it was enqueued for.
-struct PeriodicTick: Codable {
-    let tick: Int64
 }

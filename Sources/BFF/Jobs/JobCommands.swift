@@ -2,7 +2,6 @@ import BFFJobs
 import BFFPlatform
 import Foundation
 import Logging
-import PostgresNIO
 import ServiceLifecycle
 
 /// `bff jobs …`: a worker-only process, one periodic job run once, and the dead-letter queue's tools.
@@ -89,61 +88,27 @@ extension Commands {
     /// The newest jobs (at most `limit`), of a state and a kind when given. Arguments are not shown:
     /// they may hold push tokens.
     public static func jobsList(environment: [String: String], state: String?, kind: String?, limit: Int) async throws -> [JobSummary] {
-        let states = ["available", "running", "completed", "dead", "discarded"]
-        if let state, !states.contains(state) {
-            throw ConfigurationError("--state", "must be one of \(states.joined(separator: ", "))")
+        if let state, !JobStore.states.contains(state) {
+            throw ConfigurationError("--state", "must be one of \(JobStore.states.joined(separator: ", "))")
         }
-        return try await withDatabase(try operatorDatabase(environment: environment)) { client in
-            let rows = try await client.query(
-                """
-                SELECT id, kind, state, attempt, max_attempts, run_at, created_at, finished_at, last_error FROM jobs
-                WHERE (\(state)::text IS NULL OR state = \(state)) AND (\(kind)::text IS NULL OR kind = \(kind))
-                ORDER BY id DESC LIMIT \(limit)
-                """)
-            var jobs: [JobSummary] = []
-            for try await (id, kind, state, attempt, maxAttempts, runAt, createdAt, finishedAt, lastError) in rows.decode(
-                (Int64, String, String, Int32, Int32, Date, Date, Date?, String?).self)
-            {
-                jobs.append(
-                    JobSummary(
-                        id: id, kind: kind, state: state, attempt: Int(attempt), maxAttempts: Int(maxAttempts), runAt: runAt,
-                        createdAt: createdAt, finishedAt: finishedAt, lastError: lastError))
-            }
-            return jobs
+        let database = try operatorDatabase(environment: environment)
+        let jobs = try await withDatabase(database) { _ in try await JobStore(database: database).list(state: state, kind: kind, limit: limit) }
+        return jobs.map { job in
+            JobSummary(
+                id: job.id, kind: job.kind, state: job.state, attempt: job.attempt, maxAttempts: job.maxAttempts, runAt: job.runAt,
+                createdAt: job.createdAt, finishedAt: job.finishedAt, lastError: job.lastError)
         }
     }
 
     /// Puts a dead or discarded job back in the queue with its attempts reset.
     public static func jobsRetry(environment: [String: String], id: Int64) async throws {
-        try await changeJob(
-            environment: environment, id: id, allowed: ["dead", "discarded"],
-            """
-            UPDATE jobs SET state = 'available', attempt = 0, run_at = now(), finished_at = NULL
-            WHERE id = \(id) AND state IN ('dead', 'discarded')
-            RETURNING pg_notify('bff_jobs', kind)::text
-            """)
+        let database = try operatorDatabase(environment: environment)
+        try await withDatabase(database) { _ in try await JobStore(database: database).retry(id: id) }
     }
 
     /// Takes a waiting or dead job out of the queue for good.
     public static func jobsDiscard(environment: [String: String], id: Int64) async throws {
-        try await changeJob(
-            environment: environment, id: id, allowed: ["available", "dead"],
-            """
-            UPDATE jobs SET state = 'discarded', finished_at = now()
-            WHERE id = \(id) AND state IN ('available', 'dead')
-            RETURNING ''::text
-            """)
-    }
-
-    private static func changeJob(environment: [String: String], id: Int64, allowed: [String], _ change: PostgresQuery) async throws {
-        try await withDatabase(try operatorDatabase(environment: environment)) { client in
-            var changed = false
-            for try await _ in try await client.query(change) { changed = true }
-            guard !changed else { return }
-            var state: String?
-            for try await value in try await client.query("SELECT state FROM jobs WHERE id = \(id)").decode(String.self) { state = value }
-            guard let state else { throw ConfigurationError("ID", "no job \(id)") }
-            throw ConfigurationError("ID", "job \(id) is \(state); only a job that is \(allowed.joined(separator: " or ")) can be changed so")
-        }
+        let database = try operatorDatabase(environment: environment)
+        try await withDatabase(database) { _ in try await JobStore(database: database).discard(id: id) }
     }
 }
