@@ -59,7 +59,7 @@ public struct AppDependencies: Sendable {
         accessTokens = AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessLifetime)
         revokedSessions = RevokedSessions(accessTokenLifetime: tokens.accessLifetime)
         auth = AuthService(
-            sessions: SessionIssuer(database: database, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
+            sessions: SessionIssuer(features.base, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
             redirectURIs: configuration.oidcRedirectURIs,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret))
         chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)

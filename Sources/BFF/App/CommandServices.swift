@@ -14,6 +14,9 @@ public struct BaseServices: Sendable {
     public let migrator: Migrator
     /// The rate limits' buckets, shared by every replica through the database.
     let limiter: RateLimiter
+    /// Users, devices, logins and sessions: the sign-in, the revocation poll, the purges and the
+    /// operator commands all use this one.
+    let identity: IdentityRepository
 
     public init(configuration: BaseConfiguration, logger: Logger) throws {
         Observability.bootstrap()
@@ -22,6 +25,7 @@ public struct BaseServices: Sendable {
         database = Database(configuration, logger: logger)
         migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
         limiter = RateLimiter(database: database)
+        identity = IdentityRepository(database: database)
     }
 
     /// Runs `body` with the pools running, after checking that the schema is this build's.

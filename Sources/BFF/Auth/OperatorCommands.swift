@@ -34,7 +34,7 @@ extension Commands {
         let base = try operatorServices(environment: environment)
         let tokens = try TokenConfiguration(EnvironmentReader(environment))
         let auth = SessionIssuer(
-            database: base.database, tokens: tokens,
+            base, tokens: tokens,
             accessTokens: AccessTokens(keyRing: tokens.jwtKeys, issuer: tokens.jwtIssuer, audience: tokens.jwtAudience, lifetime: tokens.accessLifetime),
             revokedSessions: RevokedSessions(accessTokenLifetime: tokens.accessLifetime), logger: base.logger)
         let pairs = try await withDatabase(base.database) { client in
@@ -81,6 +81,7 @@ extension Commands {
 
     /// Revokes every session of a user or of a device; returns how many families were revoked.
     public static func revoke(environment: [String: String], userID: UUID?, deviceID: String?) async throws -> Int {
+        // The database alone (no migrations folder needed): the one service this tool builds.
         let database = try operatorDatabase(environment: environment)
         let identity = IdentityRepository(database: database)
         return try await withDatabase(database) { _ in

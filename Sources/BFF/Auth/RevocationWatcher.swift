@@ -24,7 +24,7 @@ struct RevocationWatcher: Service {
 
     init(dependencies: AppDependencies) {
         revoked = dependencies.revokedSessions
-        identity = IdentityRepository(database: dependencies.database)
+        identity = dependencies.base.identity
         interval = dependencies.configuration.revocationPollInterval
         logger = dependencies.logger
     }

@@ -13,10 +13,10 @@ struct SessionIssuer: Sendable {
     let revokedSessions: RevokedSessions
     let logger: Logger
 
-    init(database: Database, tokens: TokenConfiguration, accessTokens: AccessTokens, revokedSessions: RevokedSessions, logger: Logger) {
-        identity = IdentityRepository(database: database)
+    init(_ base: BaseServices, tokens: TokenConfiguration, accessTokens: AccessTokens, revokedSessions: RevokedSessions, logger: Logger) {
+        identity = base.identity
         refreshTokens = RefreshTokenStore(
-            database: database, keyRing: tokens.jwtKeys, lifetime: tokens.refreshLifetime, reuseInterval: tokens.refreshReuseInterval, logger: logger)
+            database: base.database, keyRing: tokens.jwtKeys, lifetime: tokens.refreshLifetime, reuseInterval: tokens.refreshReuseInterval, logger: logger)
         self.accessTokens = accessTokens
         self.revokedSessions = revokedSessions
         self.logger = logger

@@ -11,7 +11,7 @@ enum MaintenanceJob {
     static func periodic(_ base: BaseServices, retention: Duration) -> PeriodicJob {
         let database = base.database
         let limiter = base.limiter
-        let identity = IdentityRepository(database: database)
+        let identity = base.identity
         let jobs = JobStore(database: database)
         let logger = base.logger
         // Each purge on its own: one that fails (its table locked by a migration, say) must not stop
