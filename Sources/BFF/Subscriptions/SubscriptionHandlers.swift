@@ -2,6 +2,7 @@ import BFFAPI
 import BFFPlatform
 import Crypto
 import Foundation
+import HTTPTypes
 import OpenAPIRuntime
 
 /// The subscription operations of the contract (API-050, JOB-003's webhook, `/me/subscription`).
@@ -61,6 +62,17 @@ extension APIService {
         inbox.logger.info(
             "RevenueCat event", metadata: ["event_id": .string(event.id), "type": .string(event._type), "duplicate": .stringConvertible(!stored)])
         return .ok(.init(body: .json(.init(status: stored ? .stored : .duplicate))))
+    }
+}
+
+extension PurchaseRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .notConfigured: APIError(.storeUnavailable, "Purchases are not configured on this server.")
+        case .rateLimited(let decision): APIError.rateLimited(decision)
+        case .receiptRefused: APIError(.invalidReceipt)
+        case .storeUnavailable(let seconds): APIError(.storeUnavailable, headers: [.retryAfter: String(seconds)])
+        }
     }
 }
 
