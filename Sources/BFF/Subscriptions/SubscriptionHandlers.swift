@@ -76,6 +76,24 @@ extension PurchaseRefusal: DomainError {
     }
 }
 
+extension PlanRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .planRequired(let feature, let needed):
+            let what =
+                switch feature {
+                case .instantQuestion: "Instant questions"
+                }
+            return APIError(.planRequired, "\(what) need the \(needed.rawValue) plan.")
+        case .quotaExhausted(let plan, let allowed, let secondsLeft):
+            // Until the learner's day ends, at least a second.
+            return APIError(
+                .quotaExceeded, "Your \(plan.rawValue) plan allows \(allowed) tutoring turns a day; more when your day ends.",
+                headers: [.retryAfter: String(max(1, Int(secondsLeft.rounded(.up))))])
+        }
+    }
+}
+
 extension JSONEncoder {
     fileprivate static var sortedKeys: JSONEncoder {
         let encoder = JSONEncoder()
