@@ -1,6 +1,7 @@
 import BFFAPI
 import BFFPlatform
 import Foundation
+import HTTPTypes
 import OpenAPIRuntime
 
 /// The generated server protocol's implementation. Handlers stay thin: each capability folder holds
@@ -72,5 +73,25 @@ struct APIService: APIProtocol {
             return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, logger: turns.logger))))
         }
         return .ok(.init(body: .json(try await turns.complete(prepared).schema)))
+    }
+}
+
+/// The turn's refusals as the contract words them, beside its handler.
+extension TurnRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .invalid(let field, let problem): APIError.validation(field, problem)
+        case .chatNotFound: APIError.notFound
+        case .chatEnded: APIError(.chatEnded)
+        case .rateLimited(let decision): APIError.rateLimited(decision)
+        // 503 `llm_unavailable`, always with `Retry-After`: an app that gets none retries at once,
+        // every learner together, into the outage.
+        case .tutorUnavailable(let seconds): APIError(.llmUnavailable, headers: [.retryAfter: String(seconds)])
+        case .tutorNotConfigured(let seconds):
+            APIError(.llmUnavailable, "The tutor is not configured on this server.", headers: [.retryAfter: String(seconds)])
+        case .contentFiltered: APIError(.contentFiltered)
+        case .shuttingDown:
+            APIError(.notReady, "This server is shutting down and did not store the turn; send it again.", headers: [.retryAfter: "1"])
+        }
     }
 }

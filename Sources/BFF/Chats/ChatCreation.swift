@@ -97,11 +97,17 @@ struct ChatCreation: Sendable {
         }
         let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         // Code points, as PostgreSQL's length() (the CHECK) and JSON Schema's maxLength count them.
-        guard (1...200).contains(title.unicodeScalars.count) else { throw APIError.validation("title", "must be 1-200 characters after trimming") }
+        guard (1...200).contains(title.unicodeScalars.count) else { throw ChatError.invalid(field: "title", problem: "must be 1-200 characters after trimming") }
         // C0 controls and DEL, as the contract's pattern states.
         guard !title.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw APIError.validation("title", "must not contain control characters")
+            throw ChatError.invalid(field: "title", problem: "must not contain control characters")
         }
         return title
     }
+}
+
+/// A chat's request refused for what it asks: a field outside the contract's rules (the answer is in
+/// `ChatHandlers.swift`).
+enum ChatError: Error, Equatable {
+    case invalid(field: String, problem: String)
 }

@@ -106,6 +106,36 @@ extension APIService {
     }
 }
 
+// The chats' refusals as the contract words them; the recalls' list and the tutoring turn share the
+// paging and the Idempotency-Key.
+
+extension ChatError: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .invalid(let field, let problem): APIError.validation(field, problem)
+        }
+    }
+}
+
+extension IdempotencyError: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .malformedKey: APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
+        case .keyReused: APIError(.idempotencyKeyReused, "This Idempotency-Key was used with a different request body.")
+        case .inProgress: APIError(.idempotencyInProgress)
+        }
+    }
+}
+
+extension PageError: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .invalidCursor: APIError(.invalidCursor)
+        case .limitOutOfRange(let max): APIError.validation("limit", "must be between 1 and \(max)")
+        }
+    }
+}
+
 extension ChatRecord {
     var schema: Components.Schemas.Chat {
         .init(

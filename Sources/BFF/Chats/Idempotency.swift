@@ -4,19 +4,15 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Why a request carrying an `Idempotency-Key` cannot be answered from the key's record.
-enum IdempotencyError: DomainError, Equatable {
+/// Why a request carrying an `Idempotency-Key` cannot be answered from the key's record, or the key
+/// cannot be used at all. The answers are in `ChatHandlers.swift`.
+enum IdempotencyError: Error, Equatable {
+    /// The key is not 1–255 visible ASCII characters, as the contract states.
+    case malformedKey
     /// The key was used with another request body.
     case keyReused
     /// The first request with the key is still running.
     case inProgress
-
-    var apiError: APIError {
-        switch self {
-        case .keyReused: APIError(.idempotencyKeyReused, "This Idempotency-Key was used with a different request body.")
-        case .inProgress: APIError(.idempotencyInProgress)
-        }
-    }
 }
 
 /// An `Idempotency-Key` and the request it came with: the key checked as the contract states, and the
@@ -26,7 +22,7 @@ enum IdempotencyRequest {
     static func check(_ key: String?) throws {
         guard let key else { return }
         guard (1...255).contains(key.utf8.count), key.utf8.allSatisfy({ $0 >= 0x21 && $0 <= 0x7E }) else {
-            throw APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
+            throw IdempotencyError.malformedKey
         }
     }
 

@@ -29,6 +29,15 @@ extension APIService {
     }
 }
 
+extension CatalogueError: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .unknownSubject(let field): APIError(.unknownSubject, "\(field): no such subject.")
+        case .unknownTopic(let field, let problem): APIError(.unknownTopic, "\(field): \(problem)")
+        }
+    }
+}
+
 extension LearnerSettings {
     /// Checks what the schema cannot express; each failure names its field.
     init(validating body: Components.Schemas.ReplaceSettingsRequest) throws {

@@ -1,7 +1,6 @@
 import BFFPlatform
 import Crypto
 import Foundation
-import HTTPTypes
 import Logging
 
 /// API-050: a purchase or restore from the app. The receipt goes to RevenueCat for the caller, then
@@ -19,9 +18,9 @@ struct PurchaseVerification: Sendable {
     var logger: Logger { sync.logger }
 
     func verify(userID: UUID, platform: String, productID: String, receipt: String) async throws -> SubscriptionStore.View {
-        guard let client = sync.client else { throw APIError(.storeUnavailable, "Purchases are not configured on this server.") }
+        guard let client = sync.client else { throw PurchaseRefusal.notConfigured }
         let decision = try await limiter.limit(key: "iap:verify:\(userID.uuidString.lowercased())", rate: Self.rate, per: Self.period)
-        guard decision.allowed else { throw APIError.rateLimited(decision) }
+        guard decision.allowed else { throw PurchaseRefusal.rateLimited(decision) }
         let appUserID = userID.uuidString.lowercased()
         let hash = Data(SHA256.hash(data: Data(receipt.utf8)))
         do {
@@ -47,18 +46,30 @@ struct PurchaseVerification: Sendable {
         return try await store.view(userID: userID)
     }
 
-    private func answer(for failure: RevenueCatFailure) -> APIError {
+    private func answer(for failure: RevenueCatFailure) -> PurchaseRefusal {
         switch failure {
         case .refused(let reason):
             logger.notice("RevenueCat refused a receipt", metadata: ["reason": .string(reason)])
-            return APIError(.invalidReceipt)
+            return .receiptRefused
         case .unavailable(let reason, let retryAfter):
             logger.warning("RevenueCat unavailable", metadata: ["reason": .string(reason)])
             let seconds = retryAfter.map { max(1, Int($0.seconds.rounded(.up))) } ?? 5
-            return APIError(.storeUnavailable, headers: [.retryAfter: String(seconds)])
+            return .storeUnavailable(retryAfterSeconds: seconds)
         case .misconfigured(let reason):
             logger.error("RevenueCat refused our request; check BFF_REVENUECAT_API_KEY and BFF_REVENUECAT_BASE_URL", metadata: ["reason": .string(reason)])
-            return APIError(.storeUnavailable, headers: [.retryAfter: "60"])
+            return .storeUnavailable(retryAfterSeconds: 60)
         }
     }
+}
+
+/// Why a purchase was not verified (the answers are in `SubscriptionHandlers.swift`).
+enum PurchaseRefusal: Error, Equatable {
+    /// No RevenueCat client on this server (`BFF_REVENUECAT_API_KEY`).
+    case notConfigured
+    /// Too many verifications in the per-user window.
+    case rateLimited(RateLimiter.Decision)
+    /// RevenueCat, or the store behind it, refused the receipt.
+    case receiptRefused
+    /// RevenueCat is down, or refuses our request: the app asks again after `retryAfterSeconds`.
+    case storeUnavailable(retryAfterSeconds: Int)
 }

@@ -2,6 +2,7 @@ import BFFAPI
 import BFFPlatform
 import Crypto
 import Foundation
+import HTTPTypes
 import OpenAPIRuntime
 
 /// The subscription operations of the contract (API-050, JOB-003's webhook, `/me/subscription`).
@@ -61,6 +62,35 @@ extension APIService {
         inbox.logger.info(
             "RevenueCat event", metadata: ["event_id": .string(event.id), "type": .string(event._type), "duplicate": .stringConvertible(!stored)])
         return .ok(.init(body: .json(.init(status: stored ? .stored : .duplicate))))
+    }
+}
+
+extension PurchaseRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .notConfigured: APIError(.storeUnavailable, "Purchases are not configured on this server.")
+        case .rateLimited(let decision): APIError.rateLimited(decision)
+        case .receiptRefused: APIError(.invalidReceipt)
+        case .storeUnavailable(let seconds): APIError(.storeUnavailable, headers: [.retryAfter: String(seconds)])
+        }
+    }
+}
+
+extension PlanRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .planRequired(let feature, let needed):
+            let what =
+                switch feature {
+                case .instantQuestion: "Instant questions"
+                }
+            return APIError(.planRequired, "\(what) need the \(needed.rawValue) plan.")
+        case .quotaExhausted(let plan, let allowed, let secondsLeft):
+            // Until the learner's day ends, at least a second.
+            return APIError(
+                .quotaExceeded, "Your \(plan.rawValue) plan allows \(allowed) tutoring turns a day; more when your day ends.",
+                headers: [.retryAfter: String(max(1, Int(secondsLeft.rounded(.up))))])
+        }
     }
 }
 

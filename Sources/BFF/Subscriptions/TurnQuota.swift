@@ -1,12 +1,12 @@
 import BFFPlatform
 import Foundation
-import HTTPTypes
 import Logging
 import PostgresNIO
 
 /// The plans' hold on the tutoring turn: the features a plan lacks (403 `plan_required`) and the
-/// turns a day it allows (429 `quota_exceeded` until the learner's day ends). Both read the
-/// entitlement as stored, so a downgrade or an expiry applies from the next turn.
+/// turns a day it allows (429 `quota_exceeded` until the learner's day ends), refused with
+/// `PlanRefusal`. Both read the entitlement as stored, so a downgrade or an expiry applies from the
+/// next turn.
 ///
 /// A turn is **reserved** before the LLM is asked, in one statement (`bff_reserve_turn`, inside
 /// `bff_admit_turn`): checked and counted at once, so concurrent turns cannot all pass the last slot,
@@ -36,16 +36,9 @@ struct TurnQuota: Sendable {
     /// without a daily limit. The reservation itself is `bff_reserve_turn`, inside `bff_admit_turn`.
     func allowance(plan: Plan, question: Bool) throws -> Int? {
         if question, let needed = limits.features[.instantQuestion], plan < needed {
-            throw APIError(.planRequired, "Instant questions need the \(needed.rawValue) plan.")
+            throw PlanRefusal.planRequired(.instantQuestion, needed: needed)
         }
         return limits.turns(for: plan)
-    }
-
-    /// 429 `quota_exceeded` until the learner's day ends.
-    static func exhausted(plan: Plan, allowed: Int, secondsLeft: Double) -> APIError {
-        APIError(
-            .quotaExceeded, "Your \(plan.rawValue) plan allows \(allowed) tutoring turns a day; more when your day ends.",
-            headers: [.retryAfter: String(max(1, Int(secondsLeft.rounded(.up))))])
     }
 
     /// Gives a reserved turn back: its reply never reached the learner.
@@ -55,4 +48,12 @@ struct TurnQuota: Sendable {
                 "SELECT bff_give_back_turn(\(reservation.userID), \(reservation.day)::date)", logger: subscriptions.logger)
         }
     }
+}
+
+/// A turn the learner's plan does not allow (the answers are in `SubscriptionHandlers.swift`).
+enum PlanRefusal: Error, Equatable {
+    /// The feature needs at least the plan `needed`.
+    case planRequired(PlanLimits.Feature, needed: Plan)
+    /// The plan's `allowed` turns a day are used; the learner's day ends in `secondsLeft`.
+    case quotaExhausted(plan: Plan, allowed: Int, secondsLeft: Double)
 }

@@ -1,7 +1,6 @@
 import BFFAPI
 import BFFPlatform
 import Foundation
-import HTTPTypes
 import Logging
 import NIOConcurrencyHelpers
 import PostgresNIO
@@ -79,20 +78,20 @@ struct ChatTurn: Sendable {
     func prepare(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Prepared {
         switch request.mode {
         case .turn:
-            guard let message = request.message else { throw APIError.validation("message", "is required (mode turn)") }
-            guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw APIError.validation("message", "must not be blank") }
+            guard let message = request.message else { throw TurnRefusal.invalid(field: "message", problem: "is required (mode turn)") }
+            guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw TurnRefusal.invalid(field: "message", problem: "must not be blank") }
             // The contract's maxLength and pattern, which the generated decoder does not check: PostgreSQL
             // refuses NUL in text, and the turn would fail after the LLM call.
-            guard message.unicodeScalars.count <= 8000 else { throw APIError.validation("message", "must be at most 8000 characters") }
-            guard !message.unicodeScalars.contains("\0") else { throw APIError.validation("message", "must not contain NUL characters") }
-            guard request.difficulty == nil else { throw APIError.validation("difficulty", "is for mode question only") }
+            guard message.unicodeScalars.count <= 8000 else { throw TurnRefusal.invalid(field: "message", problem: "must be at most 8000 characters") }
+            guard !message.unicodeScalars.contains("\0") else { throw TurnRefusal.invalid(field: "message", problem: "must not contain NUL characters") }
+            guard request.difficulty == nil else { throw TurnRefusal.invalid(field: "difficulty", problem: "is for mode question only") }
         case .question:
-            guard request.message == nil else { throw APIError.validation("message", "must be left out with mode question: the AI asks") }
-            guard request.chatID == nil else { throw APIError.validation("chat_id", "must be left out with mode question: it starts a chat") }
-            guard request.subjectID != nil else { throw APIError.validation("subject_id", "is required with mode question") }
+            guard request.message == nil else { throw TurnRefusal.invalid(field: "message", problem: "must be left out with mode question: the AI asks") }
+            guard request.chatID == nil else { throw TurnRefusal.invalid(field: "chat_id", problem: "must be left out with mode question: it starts a chat") }
+            guard request.subjectID != nil else { throw TurnRefusal.invalid(field: "subject_id", problem: "is required with mode question") }
         }
         if let difficulty = request.difficulty, !(1...5).contains(difficulty) {
-            throw APIError.validation("difficulty", "must be between 1 and 5")
+            throw TurnRefusal.invalid(field: "difficulty", problem: "must be between 1 and 5")
         }
         try IdempotencyRequest.check(idempotencyKey)
         let requestHash = try IdempotencyRequest.hash(request)
@@ -107,7 +106,7 @@ struct ChatTurn: Sendable {
                 return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: idempotencyKey, context: nil)
             }
         }
-        guard let llm else { throw Self.unavailable("The tutor is not configured on this server.", retryAfter: Self.misconfiguredRetryAfter) }
+        guard let llm else { throw TurnRefusal.tutorNotConfigured(retryAfterSeconds: Self.misconfiguredRetryAfter) }
         let plan = quota.plan(snapshot.entitlement)
         let allowed = try quota.allowance(plan: plan, question: request.mode == .question)
         let context = try Self.context(of: request, snapshot)
@@ -121,8 +120,8 @@ struct ChatTurn: Sendable {
             return Prepared(
                 replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context,
                 reservation: day.map { TurnQuota.Reservation(userID: userID, day: $0) })
-        case .quotaExhausted(let secondsLeft): throw TurnQuota.exhausted(plan: plan, allowed: allowed ?? 0, secondsLeft: secondsLeft)
-        case .rateLimited(let decision): throw APIError.rateLimited(decision)
+        case .quotaExhausted(let secondsLeft): throw PlanRefusal.quotaExhausted(plan: plan, allowed: allowed ?? 0, secondsLeft: secondsLeft)
+        case .rateLimited(let decision): throw TurnRefusal.rateLimited(decision)
         case .keyBusy: throw IdempotencyError.inProgress
         }
     }
@@ -138,8 +137,8 @@ struct ChatTurn: Sendable {
                 subjectID: request.subjectID, topicID: request.topicID, subjectExists: snapshot.subjectExists, topicSubject: snapshot.topicSubject)
             return Context(prompt: prompt, history: [], newChat: (subjectID, topicID))
         }
-        guard let chat = snapshot.chat else { throw APIError.notFound }
-        guard chat.status != "ended" || chat.reopened else { throw APIError(.chatEnded) }
+        guard let chat = snapshot.chat else { throw TurnRefusal.chatNotFound }
+        guard chat.status != "ended" || chat.reopened else { throw TurnRefusal.chatEnded }
         return Context(prompt: prompt, history: snapshot.history, newChat: nil)
     }
 
@@ -154,12 +153,12 @@ struct ChatTurn: Sendable {
     }
 
     /// Asks the LLM, handing each piece of the reply to `onDelta` (a streamed turn: each piece reaches
-    /// the learner), and stores the turn. Errors are the learner's answers (`APIError`); a failed call
+    /// the learner), and stores the turn. Errors are the learner's answers (`TurnRefusal`); a failed call
     /// gives the key back, and the turn's reservation too unless a piece of the reply reached the
     /// learner: a client that leaves after the first delta has spent its turn.
     func complete(_ prepared: Prepared, onDelta: (@Sendable (String) async -> Void)? = nil) async throws -> Result {
         if let replay = prepared.replay { return replay }
-        guard let llm, let context = prepared.context else { throw Self.unavailable(retryAfter: Self.misconfiguredRetryAfter) }
+        guard let llm, let context = prepared.context else { throw TurnRefusal.tutorUnavailable(retryAfterSeconds: Self.misconfiguredRetryAfter) }
         let (userID, request, idempotencyKey) = (prepared.userID, prepared.request, prepared.idempotencyKey)
         let delivered = DeliveredMark()
         do {
@@ -258,36 +257,29 @@ struct ChatTurn: Sendable {
         switch stored {
         case .stored(let result): return result
         // The chat ended, or was deleted, while the LLM answered.
-        case .ended: throw APIError(.chatEnded)
-        case .gone: throw APIError.notFound
+        case .ended: throw TurnRefusal.chatEnded
+        case .gone: throw TurnRefusal.chatNotFound
         }
     }
 
-    /// The learner's answer to a failed turn: the LLM's failures as the contract names them.
+    /// The learner's answer to a failed turn: the LLM's failures and the drain as the turn's refusals.
     static func answer(for error: any Error, logger: Logger) -> any Error {
         if error is ShuttingDown {
             logger.notice("tutoring turn ended by the drain deadline; nothing stored")
-            return APIError(
-                .notReady, "This server is shutting down and did not store the turn; send it again.", headers: [.retryAfter: "1"])
+            return TurnRefusal.shuttingDown
         }
         guard let failure = error as? LLMFailure else { return error }
         switch failure {
         case .unavailable(let reason, let retryAfter):
             logger.warning("LLM unavailable", metadata: ["reason": .string(reason)])
-            return unavailable(retryAfter: Self.retryAfterSeconds(retryAfter))
+            return TurnRefusal.tutorUnavailable(retryAfterSeconds: Self.retryAfterSeconds(retryAfter))
         case .contentFiltered(let reason):
             logger.notice("LLM content filter", metadata: ["reason": .string(reason)])
-            return APIError(.contentFiltered)
+            return TurnRefusal.contentFiltered
         case .misconfigured(let reason):
             logger.error("the LLM refused our configuration; check BFF_LLM_*", metadata: ["reason": .string(reason)])
-            return unavailable(retryAfter: Self.misconfiguredRetryAfter)
+            return TurnRefusal.tutorUnavailable(retryAfterSeconds: Self.misconfiguredRetryAfter)
         }
-    }
-
-    /// 503 `llm_unavailable`, always with `Retry-After`: an app that gets none retries at once, every
-    /// learner together, into the outage.
-    static func unavailable(_ message: String? = nil, retryAfter seconds: Int) -> APIError {
-        APIError(.llmUnavailable, message, headers: [.retryAfter: String(seconds)])
     }
 
     /// The upstream's `Retry-After`, in whole seconds within 1...300; 5 when it gave none.
