@@ -5,6 +5,14 @@ import Foundation
 import Logging
 import PostgresNIO
 
+/// Why an account was not deleted.
+enum AccountDeletionRefusal: Error, Equatable {
+    /// The caller's session was revoked or is gone (its access token still runs until it expires).
+    case sessionEnded
+    /// The session's interactive login is older than `AccountDeletion.reauthenticationWindow`, or unknown.
+    case reauthenticationRequired
+}
+
 /// `DELETE /api/v1/me` (App Store Review Guideline 5.1.1(v)): every row of the user in one
 /// transaction, their sessions refused everywhere within a revocation poll, the RevenueCat customer
 /// removed by a job, and an audit row holding no personal data.
@@ -48,9 +56,9 @@ struct AccountDeletion: Sendable {
                     FOR UPDATE
                     """, logger: logger
                 ).decode(Date?.self) { session = .some(at) }
-                guard let session else { throw APIError.invalidToken("This session has ended; sign in again.") }
+                guard let session else { throw AccountDeletionRefusal.sessionEnded }
                 guard let loggedInAt = session, Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
-                    throw APIError(.reauthenticationRequired)
+                    throw AccountDeletionRefusal.reauthenticationRequired
                 }
                 var renewing = false
                 for try await count in try await connection.query(

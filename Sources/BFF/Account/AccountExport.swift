@@ -5,6 +5,14 @@ import Logging
 import NIOCore
 import PostgresNIO
 
+/// Why an export could not start.
+enum ExportRefusal: Error, Equatable {
+    /// The account of the caller's token no longer exists.
+    case accountGone
+    /// Another export of the learner's still holds the lease; it may be retried after that many seconds.
+    case exportRunning(retryAfter: Double)
+}
+
 /// `GET /api/v1/me/export` (data portability): everything the service holds about the caller as one
 /// JSON document, written to the response as it is read.
 ///
@@ -134,8 +142,9 @@ struct AccountExport: Sendable {
     }
 
     /// The learner's one running export (`account_export_leases`): taken before the first byte
-    /// (401 for an account that no longer exists, 429 `rate_limited` while another export runs), renewed as pages are read, released at the end or on
-    /// failure; a crashed server's lease runs out after `duration`.
+    /// (`ExportRefusal`: 401 for an account that no longer exists, 429 `rate_limited` while another
+    /// export runs), renewed as pages are read, released at the end or on failure; a crashed
+    /// server's lease runs out after `duration`.
     struct ExportLease: Sendable {
         let userID: UUID
         let holder = UUID()
@@ -163,8 +172,8 @@ struct AccountExport: Sendable {
                 ).decode((Bool, Bool).self) { return row }
                 return (false, false)
             }
-            guard exists else { throw APIError.invalidToken("The account of this token no longer exists.") }
-            guard taken else { throw APIError.rateLimited(retryAfter: 30, subject: "exports at once; one is still running") }
+            guard exists else { throw ExportRefusal.accountGone }
+            guard taken else { throw ExportRefusal.exportRunning(retryAfter: 30) }
             return lease
         }
 

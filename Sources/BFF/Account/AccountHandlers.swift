@@ -35,6 +35,25 @@ extension APIService {
     }
 }
 
+extension AccountDeletionRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .sessionEnded: APIError.invalidToken("This session has ended; sign in again.")
+        case .reauthenticationRequired: APIError(.reauthenticationRequired)
+        }
+    }
+}
+
+/// Also the answer of the native, streamed route (`AccountExport.register`).
+extension ExportRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .accountGone: APIError.invalidToken("The account of this token no longer exists.")
+        case .exportRunning(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, subject: "exports at once; one is still running")
+        }
+    }
+}
+
 /// A response body gathered into one buffer.
 private struct CollectingWriter: ResponseBodyWriter {
     var buffer = ByteBuffer()

@@ -74,6 +74,33 @@ extension APIService {
     }
 }
 
+extension AuthRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .invalid(let field, let problem): APIError.validation(field, problem)
+        case .unregisteredRedirectURI: APIError(.invalidRedirectURI)
+        case .unknownLogin: APIError(.invalidState)
+        case .verifierMismatch: APIError(.invalidGrant)
+        case .loginRejected: APIError(.idpRejected)
+        case .logoutTokenRejected: APIError(.invalidLogoutToken)
+        case .idpUnavailable: APIError(.idpUnavailable)
+        }
+    }
+}
+
+extension RefreshRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        // A token from another device is answered as an unknown one: it tells a thief nothing.
+        case .unknown, .deviceMismatch: APIError(.invalidRefreshToken)
+        case .expired: APIError(.refreshExpired)
+        case .revoked: APIError(.sessionRevoked)
+        case .reused: APIError(.refreshReused)
+        case .rateLimited(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, subject: "refreshes for this session")
+        }
+    }
+}
+
 extension TokenPair {
     var schema: Components.Schemas.TokenPair {
         .init(

@@ -1,7 +1,6 @@
 import BFFPlatform
 import BFFWire
 import Foundation
-import HTTPTypes
 import Logging
 
 /// A token pair as the contract returns it (docs/architecture.md#the-security-model).
@@ -31,7 +30,7 @@ struct AuthService: Sendable {
     }
 
     static func requireDeviceID(_ id: String) throws {
-        guard validDeviceID(id) else { throw APIError.validation("device_id", "must be 8-128 characters of A-Z a-z 0-9 . _ : -") }
+        guard validDeviceID(id) else { throw AuthRefusal.invalid(field: "device_id", problem: "must be 8-128 characters of A-Z a-z 0-9 . _ : -") }
     }
 
     /// API-001: a one-time login holding the server's state and nonce and the app's PKCE challenge
@@ -40,11 +39,11 @@ struct AuthService: Sendable {
         deviceID: String, redirectURI: String, codeChallenge: String, reauthenticate: Bool = false
     ) async throws -> (url: String, state: String, expiresAt: Date) {
         guard redirectURIs.contains(redirectURI) else {
-            throw APIError(.invalidRedirectURI)
+            throw AuthRefusal.unregisteredRedirectURI
         }
         try Self.requireDeviceID(deviceID)
         guard PKCE.isChallenge(codeChallenge) else {
-            throw APIError.validation("code_challenge", "must be the S256 challenge of the app's verifier: 43 characters of A-Z a-z 0-9 - _")
+            throw AuthRefusal.invalid(field: "code_challenge", problem: "must be the S256 challenge of the app's verifier: 43 characters of A-Z a-z 0-9 - _")
         }
         let state = SecureRandom.token()
         let login = PendingLogin(
@@ -62,19 +61,19 @@ struct AuthService: Sendable {
     func callback(code: String, state: String, codeVerifier: String?) async throws -> TokenPair {
         // Checked before the login is used up: a malformed code must not cost the learner their login.
         guard (1...2048).contains(code.utf8.count), code.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw APIError.validation("code", "must be 1-2048 visible ASCII characters")
+            throw AuthRefusal.invalid(field: "code", problem: "must be 1-2048 visible ASCII characters")
         }
         guard (1...256).contains(state.utf8.count), state.utf8.allSatisfy(Base64URL.isAlphabet) else {
-            throw APIError.validation("state", "must be 1-256 characters of A-Z a-z 0-9 - _")
+            throw AuthRefusal.invalid(field: "state", problem: "must be 1-256 characters of A-Z a-z 0-9 - _")
         }
         guard let login = try await identity.consumeLogin(state: state) else {
-            throw APIError(.invalidState)
+            throw AuthRefusal.unknownLogin
         }
         // After the login is used up: whoever holds the redirect's code and state but not the
         // verifier gets one try, which also ends the login for everyone.
         guard let codeVerifier, PKCE.verifier(codeVerifier, matches: login.codeChallenge) else {
             logger.notice("security: login refused, the PKCE verifier is missing or wrong", metadata: ["event": "pkce_mismatch"])
-            throw APIError(.invalidGrant)
+            throw AuthRefusal.verifierMismatch
         }
         let claims = try await mapIdPErrors {
             let idToken = try await oidc.exchange(code: code, redirectURI: login.redirectURI, codeVerifier: codeVerifier)
@@ -128,20 +127,18 @@ struct AuthService: Sendable {
     /// API-003: one-time rotation, rate limited per family (not per address: see `RotateRefreshToken`).
     func refresh(token: String, deviceID: String) async throws -> TokenPair {
         guard token.utf8.count == 43, token.utf8.allSatisfy(Base64URL.isAlphabet) else {
-            throw APIError.validation("refresh_token", "must be 43 base64url characters")
+            throw AuthRefusal.invalid(field: "refresh_token", problem: "must be 43 base64url characters")
         }
         try Self.requireDeviceID(deviceID)
         // The contract's pattern allows a last character with unused bits set, which no token this
         // service issued has: such a token is unknown, not malformed.
-        guard Base64URL.decode(token)?.count == 32 else { throw RefreshRefusal.unknown.apiError }
+        guard Base64URL.decode(token)?.count == 32 else { throw RefreshRefusal.unknown }
         let rotated: RotatedRefreshToken
         do {
             rotated = try await refreshTokens.rotate(token, deviceID: deviceID, familyRate: 10, familyPeriod: .seconds(60))
         } catch let refusal as RefreshRefusal {
             if let family = refusal.revokedFamily { revokedSessions.record([family]) }
-            throw refusal.apiError
-        } catch let limited as RefreshRateLimited {
-            throw APIError.rateLimited(retryAfter: limited.retryAfter, subject: "refreshes for this session")
+            throw refusal
         }
         return sessions.pair(for: rotated.token, user: rotated.user)
     }
@@ -168,7 +165,7 @@ struct AuthService: Sendable {
     func backchannelLogout(_ logoutToken: String) async throws {
         let claims = try await mapIdPErrors(
             refused: "back-channel logout token refused",
-            as: APIError(.invalidLogoutToken)
+            as: .logoutTokenRejected
         ) {
             try await oidc.verifyLogoutToken(logoutToken)
         }
@@ -186,7 +183,7 @@ struct AuthService: Sendable {
 
     private func mapIdPErrors<T>(
         refused: Logger.Message = "identity provider refused the login",
-        as rejection: APIError = APIError(.idpRejected),
+        as rejection: AuthRefusal = .loginRejected,
         _ body: () async throws -> T
     ) async throws -> T {
         do {
@@ -196,7 +193,7 @@ struct AuthService: Sendable {
             throw rejection
         } catch let error as IdPUnavailable {
             logger.warning("identity provider unavailable", metadata: ["reason": .string(error.reason)])
-            throw APIError(.idpUnavailable)
+            throw AuthRefusal.idpUnavailable
         }
     }
 }

@@ -5,28 +5,20 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// Why a refresh was refused; each maps to the contract's 401 code.
-enum RefreshRefusal: DomainError, Equatable {
+/// Why a refresh was refused: the token's own state (each a 401 of the contract's), or the
+/// family's rate limit.
+enum RefreshRefusal: Error, Equatable {
     case unknown, expired, revoked
     /// The statement revoked `family` on the spot.
     case reused(family: UUID), deviceMismatch(family: UUID)
+    /// The family's own limit (10 a minute) refused the refresh; it may be retried after that many seconds.
+    case rateLimited(retryAfter: Double)
 
     /// The family this refusal revoked, whose access tokens must stop working too.
     var revokedFamily: UUID? {
         switch self {
         case .reused(let family), .deviceMismatch(let family): family
-        case .unknown, .expired, .revoked: nil
-        }
-    }
-
-    var apiError: APIError {
-        switch self {
-        // A token from another device is answered as an unknown one: it tells a thief nothing.
-        case .unknown, .deviceMismatch: APIError(.invalidRefreshToken)
-        case .expired: APIError(.refreshExpired)
-        case .revoked: APIError(.sessionRevoked)
-        case .reused:
-            APIError(.refreshReused)
+        case .unknown, .expired, .revoked, .rateLimited: nil
         }
     }
 }
@@ -138,7 +130,7 @@ struct RefreshTokenStore: Sendable {
                     scopes: row.scope.map { $0.split(separator: " ").map(String.init) } ?? AccessTokens.allScopes),
                 user: UserRecord(id: userID, email: row.email, displayName: row.displayName))
         case .rateLimited:
-            throw RefreshRateLimited(retryAfter: row.retryAfter ?? 1)
+            throw RefreshRefusal.rateLimited(retryAfter: row.retryAfter ?? 1)
         case .unknown: throw RefreshRefusal.unknown
         case .expired: throw RefreshRefusal.expired
         case .revoked: throw RefreshRefusal.revoked
@@ -169,11 +161,6 @@ enum RotationOutcome: String, CaseIterable, Sendable {
 struct RotatedRefreshToken: Sendable {
     let token: IssuedRefreshToken
     let user: UserRecord
-}
-
-/// The family's own limit (10 a minute) refused the refresh.
-struct RefreshRateLimited: Error {
-    let retryAfter: Double
 }
 
 /// `bff_refresh_rotate_ring` as a prepared statement: parsed and planned once per connection.

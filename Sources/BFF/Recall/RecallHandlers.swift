@@ -52,6 +52,16 @@ extension APIService {
     }
 }
 
+extension RecallRefusal: DomainError {
+    var apiError: APIError {
+        switch self {
+        case .missing: APIError(.notFound, "No such recall.")
+        case .done: APIError(.recallDone)
+        case .canceled: APIError(.recallCanceled)
+        }
+    }
+}
+
 extension RecallRecord {
     var schema: Components.Schemas.Recall {
         .init(

@@ -20,16 +20,8 @@ struct RecallRecord: Sendable, Equatable {
 }
 
 /// Why a recall cannot be opened or evaluated.
-enum RecallRefusal: Error, DomainError {
+enum RecallRefusal: Error, Equatable {
     case missing, done, canceled
-
-    var apiError: APIError {
-        switch self {
-        case .missing: APIError(.notFound, "No such recall.")
-        case .done: APIError(.recallDone)
-        case .canceled: APIError(.recallCanceled)
-        }
-    }
 }
 
 /// The recall API's reads and writes; every statement filters by the caller's id.
