@@ -9,11 +9,12 @@ import OpenAPIRuntime
 struct APIService: APIProtocol {
     let health: HealthHandlers
     let auth: AuthService
-    let chats: ChatRepository
+    let chats: ChatStore
     let chatCreation: ChatCreation
-    let settings: SettingsRepository
-    let pushTokens: PushTokenRepository
-    let recalls: RecallRepository
+    let settings: SettingsStore
+    let catalogue: CatalogueStore
+    let pushTokens: PushTokenStore
+    let recalls: RecallStore
     let turns: ChatTurn
     let subscriptions: SubscriptionStore
     let purchases: PurchaseVerification
@@ -30,6 +31,7 @@ struct APIService: APIProtocol {
         chats = dependencies.chats
         chatCreation = dependencies.chatCreation
         settings = dependencies.settings
+        catalogue = dependencies.catalogue
         pushTokens = dependencies.pushTokens
         recalls = dependencies.recallStore
         subscriptions = dependencies.features.subscriptionSync.store

@@ -19,14 +19,15 @@ public struct AppDependencies: Sendable {
     public let accessTokens: AccessTokens
     public let revokedSessions: RevokedSessions
     let auth: AuthService
-    let chats: ChatRepository
+    let chats: ChatStore
     /// The remote app configuration, re-read when its file changes.
     let remoteConfig: RemoteConfigSource
     let health: HealthHandlers
     let chatCreation: ChatCreation
-    let settings: SettingsRepository
-    let pushTokens: PushTokenRepository
-    let recallStore: RecallRepository
+    let settings: SettingsStore
+    let catalogue: CatalogueStore
+    let pushTokens: PushTokenStore
+    let recallStore: RecallStore
     let turns: ChatTurn
     let purchases: PurchaseVerification
     let inbox: RevenueCatInbox
@@ -62,13 +63,14 @@ public struct AppDependencies: Sendable {
             sessions: SessionIssuer(features.base, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
             redirectURIs: configuration.oidcRedirectURIs,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret))
-        chats = ChatRepository(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)
+        chats = ChatStore(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)
         remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
         health = HealthHandlers(features.base)
         chatCreation = ChatCreation(database: database, repository: chats)
-        settings = SettingsRepository(database: database, recalls: features.recalls)
-        pushTokens = PushTokenRepository(database: database)
-        recallStore = RecallRepository(database: database, scheduler: features.recalls)
+        settings = SettingsStore(database: database, recalls: features.recalls)
+        catalogue = CatalogueStore(database: database)
+        pushTokens = PushTokenStore(database: database)
+        recallStore = RecallStore(database: database, scheduler: features.recalls)
         let subscriptions = features.subscriptionSync.store
         turns = ChatTurn(
             turns: TurnStore(database: database, logger: logger), llm: features.llm,

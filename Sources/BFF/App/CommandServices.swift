@@ -16,7 +16,7 @@ public struct BaseServices: Sendable {
     let limiter: RateLimiter
     /// Users, devices, logins and sessions: the sign-in, the revocation poll, the purges and the
     /// operator commands all use this one.
-    let identity: IdentityRepository
+    let identity: IdentityStore
 
     public init(configuration: BaseConfiguration, logger: Logger) throws {
         Observability.bootstrap()
@@ -25,7 +25,7 @@ public struct BaseServices: Sendable {
         database = Database(configuration, logger: logger)
         migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
         limiter = RateLimiter(database: database)
-        identity = IdentityRepository(database: database)
+        identity = IdentityStore(database: database)
     }
 
     /// Runs `body` with the pools running, after checking that the schema is this build's.

@@ -19,7 +19,7 @@ struct AuthService: Sendable {
     let redirectURIs: Set<String>
     let oidc: OIDCClient
 
-    var identity: IdentityRepository { sessions.identity }
+    var identity: IdentityStore { sessions.identity }
     var refreshTokens: RefreshTokenStore { sessions.refreshTokens }
     var revokedSessions: RevokedSessions { sessions.revokedSessions }
     var logger: Logger { sessions.logger }

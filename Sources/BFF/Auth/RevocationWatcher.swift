@@ -17,7 +17,7 @@ import ServiceLifecycle
 /// effect at the first poll that succeeds, and the token expires in any case.
 struct RevocationWatcher: Service {
     let revoked: RevokedSessions
-    let identity: IdentityRepository
+    let identity: IdentityStore
     let interval: Duration
     let logger: Logger
     private let failures = Counter(label: "bff_revocation_poll_failures_total")

@@ -7,7 +7,7 @@ import Logging
 /// uses it after the IdP's answer, and `bff auth issue` on its own, with the database and the
 /// signing keys alone.
 struct SessionIssuer: Sendable {
-    let identity: IdentityRepository
+    let identity: IdentityStore
     let refreshTokens: RefreshTokenStore
     let accessTokens: AccessTokens
     let revokedSessions: RevokedSessions

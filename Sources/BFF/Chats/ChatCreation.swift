@@ -9,7 +9,7 @@ import PostgresNIO
 /// response back. A concurrent duplicate waits on the key's row lock and then replays.
 struct ChatCreation: Sendable {
     let database: Database
-    let repository: ChatRepository
+    let repository: ChatStore
     static let operation = "createChat"
 
     struct Request: Codable, Sendable {
@@ -35,7 +35,7 @@ struct ChatCreation: Sendable {
                 if let key, !(try await IdempotencyStore.claim(key, requestHash: requestHash, on: connection, logger: logger)) {
                     return try await Self.replay(connection, key: key, requestHash: requestHash, logger: logger)
                 }
-                let (subjectID, topicID) = try await Self.catalogue(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
+                let (subjectID, topicID) = try await CatalogueStore.resolve(connection, subjectID: request.subjectID, topicID: request.topicID, logger: logger)
                 let chat = try await repository.create(
                     on: connection, userID: userID, title: title, subjectID: subjectID, topicID: topicID, logger: logger)
                 if let key {
@@ -53,37 +53,6 @@ struct ChatCreation: Sendable {
             let chat = try? JSONDecoder().decode(ChatRecord.self, from: body)
         else { throw IdempotencyError.inProgress }
         return .replayed(chat)
-    }
-
-    /// The subject and topic must exist and agree; a topic alone implies its subject.
-    static func catalogue(
-        _ connection: PostgresConnection, subjectID: String?, topicID: String?,
-        logger: Logger
-    ) async throws -> (String?, String?) {
-        var exists = true
-        if let subjectID {
-            exists = false
-            for try await _ in try await connection.query("SELECT 1 FROM subjects WHERE id = \(subjectID)", logger: logger) { exists = true }
-        }
-        var owner: String?
-        if let topicID {
-            for try await value in try await connection.query("SELECT subject_id FROM topics WHERE id = \(topicID)", logger: logger).decode(String.self) {
-                owner = value
-            }
-        }
-        return try catalogue(subjectID: subjectID, topicID: topicID, subjectExists: exists, topicSubject: owner)
-    }
-
-    /// The same decision on what was read (the tutoring turn reads it in its one query): 422 for an
-    /// unknown subject or topic, or a topic of another subject; a topic alone brings its subject.
-    static func catalogue(subjectID: String?, topicID: String?, subjectExists: Bool, topicSubject: String?) throws -> (String?, String?) {
-        if subjectID != nil, !subjectExists { throw CatalogueError.unknownSubject(field: "subject_id") }
-        guard let topicID else { return (subjectID, nil) }
-        guard let owner = topicSubject else { throw CatalogueError.unknownTopic(field: "topic_id", problem: "no such topic.") }
-        if let subjectID, subjectID != owner {
-            throw CatalogueError.unknownTopic(field: "topic_id", problem: "the topic belongs to another subject.")
-        }
-        return (owner, topicID)
     }
 
     /// Trimmed, 1–200 characters, no control characters; absent → a dated default.

@@ -11,7 +11,7 @@ struct ChatListRoute: Sendable {
     static let method = HTTPRequest.Method.get
     static let path = "/api/v1/chats"
 
-    let chats: ChatRepository
+    let chats: ChatStore
 
     func register(on router: Router<AppRequestContext>) {
         router.on(RouterPath(Self.path), method: Self.method) { request, context in

@@ -62,7 +62,7 @@ extension ChatRecord {
     }
 }
 
-extension ChatRepository {
+extension ChatStore {
     /// The page the query asks for; cursors of the other list, bad limits and bad dates are 422.
     func page(userID: UUID, limit requested: Int?, cursor: String?, updatedSince: Date?) async throws -> ChatPage {
         let limit = try PageLimit.resolve(requested, default: 20, max: 200)

@@ -143,15 +143,15 @@ final class FirstPageBatcher: Sendable {
 }
 
 /// First pages of several users: one row per user, its position in the arguments (from 0), its id,
-/// and its page as `ChatRepository.pageColumns`.
+/// and its page as `ChatStore.pageColumns`.
 struct NewestChatsBatch: PostgresPreparedStatement {
     static let name = "bff_newest_chats_batch"
     static let sql = """
         SELECT b.position - 1, b.user_id, page.*
         FROM unnest($1::uuid[], $2::int4[]) WITH ORDINALITY AS b(user_id, page_limit, position)
         CROSS JOIN LATERAL (
-            SELECT \(ChatRepository.pageColumns) FROM (
-                SELECT \(ChatRepository.columns) FROM chats
+            SELECT \(ChatStore.pageColumns) FROM (
+                SELECT \(ChatStore.columns) FROM chats
                 WHERE chats.user_id = b.user_id AND deleted_at IS NULL
                 ORDER BY updated_at DESC, id DESC LIMIT b.page_limit) newest) page
         """

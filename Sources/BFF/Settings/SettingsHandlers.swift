@@ -18,7 +18,7 @@ extension APIService {
 
     func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {
         _ = try AppRequestContext.principal()
-        let subjects = try await settings.catalogue()
+        let subjects = try await catalogue.subjects()
         return .ok(
             .init(
                 body: .json(

@@ -133,7 +133,7 @@ struct ChatTurn: Sendable {
         let prompt = TutoringPrompt.Context(
             subject: snapshot.subjectName, topic: snapshot.topicName, difficulty: request.difficulty ?? snapshot.difficulty ?? 3)
         guard request.chatID != nil else {
-            let (subjectID, topicID) = try ChatCreation.catalogue(
+            let (subjectID, topicID) = try CatalogueStore.resolve(
                 subjectID: request.subjectID, topicID: request.topicID, subjectExists: snapshot.subjectExists, topicSubject: snapshot.topicSubject)
             return Context(prompt: prompt, history: [], newChat: (subjectID, topicID))
         }

@@ -65,16 +65,7 @@ struct TagExtraction: Sendable {
         let dropped = findings.filter { !known.contains($0.code) }.count
         if dropped > 0 { logger.notice("tags outside the catalogue dropped", metadata: ["count": .stringConvertible(dropped)]) }
         guard !codes.isEmpty else { return }
-        try await database.run { client in
-            _ = try await client.query(
-                """
-                INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
-                SELECT c.id, t.id, c.user_id, 0 FROM chats c, tags t
-                WHERE c.id = \(args.chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL AND t.code = ANY(\(codes))
-                FOR SHARE OF c
-                ON CONFLICT (chat_id, tag_id) DO NOTHING
-                """, logger: logger)
-        }
+        try await ChatStore.tag(chatID: args.chatID, userID: userID, codes: codes, database: database, logger: logger)
     }
 
     /// The prompt: the catalogue, the dialogue (learner = the explainer), and a schema of its codes.

@@ -122,7 +122,7 @@ public struct Database: Sendable {
         ) { _ in try await run(on: client, body) }
     }
 
-    /// "postgresql ChatRepository.page" for `page(…)` in ChatRepository.swift.
+    /// "postgresql ChatStore.page" for `page(…)` in ChatStore.swift.
     static func spanName(function: String, fileID: String) -> String {
         let file = fileID.split(separator: "/").last ?? Substring(fileID)
         let type = file.hasSuffix(".swift") ? file.dropLast(6) : file

@@ -68,13 +68,13 @@ struct SessionPurgeTests {
 
             // Another replica's turn: this one deletes nothing.
             let held = try await client.withTransaction(logger: Logger(label: "test")) { connection in
-                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(IdentityRepository.purgeLockKey))", logger: Logger(label: "test"))
-                try await IdentityRepository(database: pool).purgeSpentSessions()
+                _ = try await connection.query("SELECT pg_advisory_xact_lock(\(IdentityStore.purgeLockKey))", logger: Logger(label: "test"))
+                try await IdentityStore(database: pool).purgeSpentSessions()
                 var counts: [Int] = []
                 for user in everyone { counts.append(try await Self.tokens(of: user, on: client).tokens) }
                 return counts
             }
-            try await IdentityRepository(database: pool).purgeSpentSessions()
+            try await IdentityStore(database: pool).purgeSpentSessions()
             var counts: [(families: Int, tokens: Int)] = []
             for user in everyone { counts.append(try await Self.tokens(of: user, on: client)) }
             return (held, counts)

@@ -151,7 +151,7 @@ struct ChatsTests {
     @Test("a cursor continues only the walk it came from: another updated_since or another chat is 422 invalid_cursor")
     func cursorsKeepTheirFilter() async throws {
         let learner = try await Learner.make(database: database)
-        let repository = ChatRepository.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+        let repository = ChatStore.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
         let app = try await makeTestApp(database: database)
         try await Commands.withDatabase(repository.database.client) { _ in
             try await app.live { client in
@@ -487,7 +487,7 @@ struct ChatsTests {
     @Test("messages: oldest first with a keyset cursor; evaluation ends the chat and moves tag mastery; bounds are 422")
     func messagesEvaluationAndTags() async throws {
         let learner = try await Learner.make(database: database)
-        let repository = ChatRepository.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+        let repository = ChatStore.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
         let app = try await makeTestApp(database: database)
         try await Commands.withDatabase(repository.database.client) { _ in
             try await app.live { client in

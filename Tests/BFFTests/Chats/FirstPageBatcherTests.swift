@@ -20,7 +20,7 @@ struct FirstPageBatcherTests {
     func concurrentPagesAreTheirOwn() async throws {
         // Called off the event loops, so all in one queue: while one statement runs, the others coalesce.
         let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
-        let repository = ChatRepository.withOwnBatcher(Database(client: client, poolSize: 2))
+        let repository = ChatStore.withOwnBatcher(Database(client: client, poolSize: 2))
         try await Commands.withDatabase(client) { client in
             var users: [UUID] = []
             for index in 0..<8 {
@@ -41,7 +41,7 @@ struct FirstPageBatcherTests {
                 var records: [ChatRecord] = []
                 for try await row in try await client.query(
                     """
-                    SELECT \(unescaped: ChatRepository.columns) FROM chats WHERE user_id = \(user) AND deleted_at IS NULL
+                    SELECT \(unescaped: ChatStore.columns) FROM chats WHERE user_id = \(user) AND deleted_at IS NULL
                     ORDER BY updated_at DESC, id DESC
                     """)
                 {
@@ -70,7 +70,7 @@ struct FirstPageBatcherTests {
     @Test("behind a slow database (each batch waiting 1.5 s for a lock), a queued first page waits at most one deadline, then 503")
     func queuedPagesExpire() async throws {
         let client = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
-        let repository = ChatRepository.withOwnBatcher(Database(client: client, timeout: .seconds(4), poolSize: 2))
+        let repository = ChatStore.withOwnBatcher(Database(client: client, timeout: .seconds(4), poolSize: 2))
         let user = UUID()
         let outcome = try await Commands.withDatabase(client) { client in
             try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.test', \(user.uuidString))")

@@ -96,7 +96,7 @@ struct BinaryArrayTests {
                 for try await row in try await client.query(
                     PostgresQuery(
                         unsafeSQL: """
-                            SELECT \(ChatRepository.pageColumns) FROM (SELECT \(columns) FROM \(values) ORDER BY \(reversed)) page
+                            SELECT \(ChatStore.pageColumns) FROM (SELECT \(columns) FROM \(values) ORDER BY \(reversed)) page
                             """))
                 {
                     fromPage = try ChatRecord.page(row, list: list)

@@ -130,7 +130,7 @@ struct DatabaseFaultTests {
 
         let learner = try await Learner.make(database: database)
         let batchClient = PostgresClient(configuration: database.clientConfiguration(poolSize: 2))
-        let repository = ChatRepository.withOwnBatcher(Database(client: batchClient, timeout: .seconds(2), poolSize: 2))
+        let repository = ChatStore.withOwnBatcher(Database(client: batchClient, timeout: .seconds(2), poolSize: 2))
         let logs = LogCapture()
         let app = try await makeTestApp(database: database, environment: ["BFF_DATABASE_TIMEOUT": "2"], logs: logs)
         try await app.live { client in

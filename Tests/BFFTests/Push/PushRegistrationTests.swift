@@ -158,7 +158,7 @@ struct PushRegistrationTests {
         #expect(try await rows().map(\.user) == [chika.id])
         // Chika's provider ends her session (operator-made accounts have the issuer urn:bff:operator).
         let revoked = try await database.withClient { client in
-            try await IdentityRepository(database: Database(client: client)).backchannelLogout(
+            try await IdentityStore(database: Database(client: client)).backchannelLogout(
                 issuer: "urn:bff:operator", jti: UUID().uuidString, issuedAt: Date(), keepUntil: Date().addingTimeInterval(3_600),
                 subject: chika.id.uuidString.lowercased(), idpSessionID: nil)
         }

@@ -85,9 +85,9 @@ struct RecallDeliveryTests {
     }
 
     /// Runs `body` against a live app (no workers of its own) and `worker`.
-    func withLoop(_ sender: ScriptedSender, _ body: @escaping @Sendable (any TestClientProtocol, ChatRepository) async throws -> Void) async throws {
+    func withLoop(_ sender: ScriptedSender, _ body: @escaping @Sendable (any TestClientProtocol, ChatStore) async throws -> Void) async throws {
         let database = Database(client: PostgresClient(configuration: url.clientConfiguration(poolSize: 4)), timeout: .seconds(10))
-        let repository = ChatRepository.withOwnBatcher(database)
+        let repository = ChatStore.withOwnBatcher(database)
         let worker = worker(database, sender)
         let app = try await makeTestApp(database: url, environment: ["BFF_JOBS_CONCURRENCY": "0", "BFF_RECALL_BASE_INTERVAL": "1"])
         try await Commands.withDatabase(database.client) { _ in
@@ -198,7 +198,7 @@ struct RecallDeliveryTests {
             _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
             let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
             #expect(try await eventually { try await status(client, learner.phone, recall) == "sent" })
-            let tokens = try await PushTokenRepository(database: repository.database).tokens(userID: learner.userID)
+            let tokens = try await PushTokenStore(database: repository.database).tokens(userID: learner.userID)
             #expect(tokens.map(\.token) == [TwoDevices.fcmToken])
             let pushes = sender.targets
             #expect(pushes.filter { $0.provider == .apns }.count == 1)
@@ -224,7 +224,7 @@ struct RecallDeliveryTests {
                         return dead == 2
                     }
                 })
-            #expect(try await PushTokenRepository(database: repository.database).tokens(userID: learner.userID).count == 2)
+            #expect(try await PushTokenStore(database: repository.database).tokens(userID: learner.userID).count == 2)
             #expect(try await status(client, learner.phone, recall) == "scheduled")
         }
     }

@@ -37,7 +37,7 @@ struct RecallLoopTests {
                     "BFF_OUTBOUND_CA_FILE": tls.certificatePath,
                 ]
                 let app = try await makeTestApp(database: url, environment: environment)
-                let repository = ChatRepository.withOwnBatcher(Database(client: PostgresClient(configuration: url.clientConfiguration(poolSize: 2))))
+                let repository = ChatStore.withOwnBatcher(Database(client: PostgresClient(configuration: url.clientConfiguration(poolSize: 2))))
                 try await Commands.withDatabase(repository.database.client) { _ in
                     try await app.live { client async throws in
                         let learner = try await delivery.twoDevices(client, database: url)

@@ -42,7 +42,7 @@ struct RecallTests {
 
     /// A chat with one tag, evaluated with `score`; returns the chat's id.
     static func evaluatedChat(
-        _ client: some TestClientProtocol, _ learner: Learner, _ repository: ChatRepository, score: Int = 5, chat json: String = #"{"title":"Forces and motion"}"#
+        _ client: some TestClientProtocol, _ learner: Learner, _ repository: ChatStore, score: Int = 5, chat json: String = #"{"title":"Forces and motion"}"#
     ) async throws -> String {
         let chat = try #require(try await client.call(.post, "/api/v1/chats", as: learner, json: json).json["id"] as? String)
         try await repository.attachTag(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), code: "physics.force_implies_motion", mastery: 0.6)
@@ -68,8 +68,8 @@ struct RecallTests {
     }
 
     /// A live app without job workers, and a repository of its own for the tests' set-up.
-    func withApp(_ body: @escaping @Sendable (any TestClientProtocol, ChatRepository) async throws -> Void) async throws {
-        let repository = ChatRepository.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+    func withApp(_ body: @escaping @Sendable (any TestClientProtocol, ChatStore) async throws -> Void) async throws {
+        let repository = ChatStore.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
         let app = try await makeTestApp(database: database, environment: ["BFF_JOBS_CONCURRENCY": "0"])
         try await Commands.withDatabase(repository.database.client) { _ in
             try await app.live { client async throws in try await body(client, repository) }

@@ -97,10 +97,10 @@ extension DatabaseURL {
     }
 }
 
-extension ChatRepository {
+extension ChatStore {
     /// A repository with a first-page batcher of its own, for a test that runs no server.
-    static func withOwnBatcher(_ database: Database) -> ChatRepository {
-        ChatRepository(database: database, firstPages: FirstPageBatcher(database: database))
+    static func withOwnBatcher(_ database: Database) -> ChatStore {
+        ChatStore(database: database, firstPages: FirstPageBatcher(database: database))
     }
 }
 

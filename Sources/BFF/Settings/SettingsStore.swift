@@ -25,17 +25,7 @@ struct LearnerSettings: Sendable, Equatable {
         notificationsEnabled: true)
 }
 
-struct CatalogueSubject: Sendable, Equatable {
-    let id: String
-    let name: String
-    var topics: [(id: String, name: String)]
-
-    static func == (lhs: CatalogueSubject, rhs: CatalogueSubject) -> Bool {
-        lhs.id == rhs.id && lhs.name == rhs.name && lhs.topics.map(\.id) == rhs.topics.map(\.id)
-    }
-}
-
-struct SettingsRepository: Sendable {
+struct SettingsStore: Sendable {
     let database: Database
     /// Re-places pending recalls in a replaced window, in the replacement's transaction.
     var recalls = RecallScheduler()
@@ -78,7 +68,7 @@ struct SettingsRepository: Sendable {
     func replace(userID: UUID, with settings: LearnerSettings) async throws -> LearnerSettings {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
-                let catalogue = try await Self.topicsBySubject(connection, logger: database.logger)
+                let catalogue = try await CatalogueStore.topicsBySubject(connection, logger: database.logger)
                 for (index, preference) in settings.subjects.enumerated() {
                     guard let topics = catalogue[preference.subjectID] else {
                         throw CatalogueError.unknownSubject(field: "subjects[\(index)].subject_id")
@@ -108,32 +98,6 @@ struct SettingsRepository: Sendable {
                 try await recalls.replan(on: connection, userID: userID, logger: database.logger)
                 return try await Self.read(userID: userID) { try await connection.query($0, logger: database.logger) }
             }
-        }
-    }
-
-    private static func topicsBySubject(_ connection: PostgresConnection, logger: Logger) async throws -> [String: Set<String>] {
-        let rows = try await connection.query(
-            "SELECT s.id, t.id FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id", logger: logger)
-        var catalogue: [String: Set<String>] = [:]
-        for try await (subject, topic) in rows.decode((String, String?).self) {
-            catalogue[subject, default: []].formUnion(topic.map { [$0] } ?? [])
-        }
-        return catalogue
-    }
-
-    func catalogue() async throws -> [CatalogueSubject] {
-        try await database.run { client in
-            let rows = try await client.query(
-                """
-                SELECT s.id, s.name, t.id, t.name FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id
-                ORDER BY s.position, s.id, t.position, t.id
-                """)
-            var subjects: [CatalogueSubject] = []
-            for try await (id, name, topicID, topicName) in rows.decode((String, String, String?, String?).self) {
-                if subjects.last?.id != id { subjects.append(CatalogueSubject(id: id, name: name, topics: [])) }
-                if let topicID, let topicName { subjects[subjects.count - 1].topics.append((topicID, topicName)) }
-            }
-            return subjects
         }
     }
 }

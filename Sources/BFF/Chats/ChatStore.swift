@@ -22,7 +22,7 @@ struct ChatRecord: Sendable, Equatable, Codable {
 }
 
 extension ChatRecord {
-    /// A row of `ChatRepository.columns`.
+    /// A row of `ChatStore.columns`.
     init(row: PostgresRow) throws {
         var cells = BinaryCells(row)
         id = try cells.uuid()
@@ -37,7 +37,7 @@ extension ChatRecord {
         deleted = try cells.bool()
     }
 
-    /// A page sent as one row of `ChatRepository.pageColumns`, in the order of `list`.
+    /// A page sent as one row of `ChatStore.pageColumns`, in the order of `list`.
     static func page(_ row: PostgresRow, list: KeysetCursor.List) throws -> [ChatRecord] {
         var cells = row.makeIterator()
         return try page(&cells, list: list)
@@ -114,7 +114,7 @@ struct ChatTagRecord: Sendable, Equatable {
 /// Chats, messages, evaluations and tags. Every statement names the owner: another user's chat is
 /// indistinguishable from a missing one. Timestamps are written at millisecond precision so that a
 /// value the client echoes back (RFC 3339 with milliseconds) compares exactly.
-struct ChatRepository: Sendable {
+struct ChatStore: Sendable {
     let database: Database
     /// First pages go through it: the caller shares one per process, so that concurrent requests meet.
     let firstPages: FirstPageBatcher
@@ -246,7 +246,7 @@ struct ChatRepository: Sendable {
                     "DELETE FROM chat_tags WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
                 _ = try await connection.query(
                     "DELETE FROM chat_evaluations WHERE chat_id = \(chatID) AND user_id = \(userID)", logger: database.logger)
-                try await RecallRepository.cancel(chatID: chatID, userID: userID, on: connection, logger: database.logger)
+                try await RecallStore.cancel(chatID: chatID, userID: userID, on: connection, logger: database.logger)
                 return true
             }
         }
@@ -389,5 +389,51 @@ struct ChatRepository: Sendable {
             let tags = try await Self.tags(on: client, userID: userID, chatID: chatID)
             return EvaluationRecord(score: score, note: note, createdAt: createdAt, tags: tags)
         }
+    }
+}
+
+/// What other capabilities change in a chat: a re-recall inside its own transaction
+/// (`RecallStore`), the tags' extraction job (`TagExtraction`). This file owns `chats`,
+/// `messages` and `chat_tags`, so their statements live here.
+extension ChatStore {
+    /// Tags the chat with the catalogue's `codes` (found in its dialogue), each once; nothing for a
+    /// chat deleted meanwhile.
+    static func tag(chatID: UUID, userID: UUID, codes: [String], database: Database, logger: Logger) async throws {
+        try await database.run { client in
+            _ = try await client.query(
+                """
+                INSERT INTO chat_tags (chat_id, tag_id, user_id, mastery)
+                SELECT c.id, t.id, c.user_id, 0 FROM chats c, tags t
+                WHERE c.id = \(chatID) AND c.user_id = \(userID) AND c.deleted_at IS NULL AND t.code = ANY(\(codes))
+                FOR SHARE OF c
+                ON CONFLICT (chat_id, tag_id) DO NOTHING
+                """, logger: logger)
+        }
+    }
+
+    /// An opened recall reopens its ended chat for the re-recall conversation.
+    static func reopen(chatID: UUID, userID: UUID, on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query(
+            """
+            UPDATE chats SET status = 'in_progress', updated_at = bff_chat_stamp(\(userID))
+            WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL AND status <> 'in_progress'
+            """, logger: logger)
+    }
+
+    /// The re-evaluation: each tag's mastery moves halfway towards the score from where it stands now
+    /// (a later evaluation of the chat starts from here too), and the chat ends again.
+    static func reevaluated(chatID: UUID, userID: UUID, score: Int, on connection: PostgresConnection, logger: Logger) async throws {
+        let target = Double(score - 1) / 4
+        _ = try await connection.query(
+            """
+            UPDATE chat_tags SET mastery = least(1, greatest(0, mastery + 0.5 * (\(target) - mastery))),
+                mastery_before_evaluation = NULL, updated_at = now()
+            WHERE chat_id = \(chatID) AND user_id = \(userID)
+            """, logger: logger)
+        _ = try await connection.query(
+            """
+            UPDATE chats SET status = 'ended', updated_at = bff_chat_stamp(\(userID))
+            WHERE id = \(chatID) AND user_id = \(userID) AND deleted_at IS NULL
+            """, logger: logger)
     }
 }

@@ -25,7 +25,7 @@ enum RecallRefusal: Error, Equatable {
 }
 
 /// The recall API's reads and writes; every statement filters by the caller's id.
-struct RecallRepository: Sendable {
+struct RecallStore: Sendable {
     let database: Database
     let scheduler: RecallScheduler
 
@@ -104,11 +104,7 @@ struct RecallRepository: Sendable {
                     """, logger: database.logger
                 ).decode((UUID, Date?).self) { opened = (row.0, row.1) }
                 if let opened {
-                    _ = try await connection.query(
-                        """
-                        UPDATE chats SET status = 'in_progress', updated_at = bff_chat_stamp(\(userID))
-                        WHERE id = \(opened.chatID) AND user_id = \(userID) AND deleted_at IS NULL AND status <> 'in_progress'
-                        """, logger: database.logger)
+                    try await ChatStore.reopen(chatID: opened.chatID, userID: userID, on: connection, logger: database.logger)
                     return
                 }
                 switch try await Self.status(on: connection, userID: userID, recallID: recallID, logger: database.logger) {
@@ -141,19 +137,7 @@ struct RecallRepository: Sendable {
                     default: throw RecallRefusal.done
                     }
                 }
-                let target = Double(score - 1) / 4
-                // From where mastery stands now; a later evaluation of the chat starts from here too.
-                _ = try await connection.query(
-                    """
-                    UPDATE chat_tags SET mastery = least(1, greatest(0, mastery + 0.5 * (\(target) - mastery))),
-                        mastery_before_evaluation = NULL, updated_at = now()
-                    WHERE chat_id = \(done.chatID) AND user_id = \(userID)
-                    """, logger: database.logger)
-                _ = try await connection.query(
-                    """
-                    UPDATE chats SET status = 'ended', updated_at = bff_chat_stamp(\(userID))
-                    WHERE id = \(done.chatID) AND user_id = \(userID) AND deleted_at IS NULL
-                    """, logger: database.logger)
+                try await ChatStore.reevaluated(chatID: done.chatID, userID: userID, score: score, on: connection, logger: database.logger)
                 return try await scheduler.scheduleNext(
                     on: connection, userID: userID, chatID: done.chatID, score: score,
                     previous: .init(step: done.step, intervalSeconds: done.interval), logger: database.logger)

@@ -14,7 +14,7 @@ struct PushTokenRegistration: Sendable, Equatable {
 }
 
 /// `push_tokens` (docs/requirements.md §10.2, migration 0020): a token has one owner and a device one token.
-struct PushTokenRepository: Sendable {
+struct PushTokenStore: Sendable {
     let database: Database
 
     /// At most this many devices of one user keep tokens; registering beyond drops the least recently seen.

@@ -32,7 +32,7 @@ struct DeviceRecord: Sendable, Equatable {
 
 /// Users, devices, one-time logins and session revocation. Every query of user data names the user;
 /// only housekeeping and the revocation poll read across users, and never into a response.
-struct IdentityRepository: Sendable {
+struct IdentityStore: Sendable {
     let database: Database
 
     func createLogin(state: String, login: PendingLogin, lifetime: TimeInterval) async throws -> Date {
