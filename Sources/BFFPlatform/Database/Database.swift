@@ -206,7 +206,7 @@ public struct Database: Sendable {
     }
 
     /// Connection-level failures become `DatabaseUnavailable`; a transaction's wrapper gives way to the
-    /// error that broke it, so an `APIError` thrown inside a transaction reaches the client as itself.
+    /// error that broke it, so a domain error thrown inside a transaction reaches the client as its own answer.
     static func classify(_ error: any Error) -> any Error {
         switch error {
         case let error as PostgresTransactionError:
