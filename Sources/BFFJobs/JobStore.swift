@@ -125,6 +125,14 @@ package struct JobStore: Sendable {
         }
     }
 
+    /// Empties a job's arguments once they have served: a job that carried a personal identifier
+    /// (a deleted account's store customer id) keeps no copy of it for its retention.
+    package func forgetArguments(of id: Int64) async throws {
+        try await database.run { [database] client in
+            _ = try await client.query("UPDATE jobs SET args = '{}'::jsonb WHERE id = \(id)", logger: database.logger)
+        }
+    }
+
     /// Deletes finished jobs (completed, dead, discarded) older than `age`; returns how many.
     package func purgeFinished(olderThan age: Duration) async throws -> Int {
         try await database.run { client in

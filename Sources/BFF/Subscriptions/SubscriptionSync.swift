@@ -183,9 +183,7 @@ struct SubscriptionSync: Sendable {
                 throw JobFailure.retry("RevenueCat \(reason)", after: .seconds(300))
             }
         }
-        try await store.database.run { client in
-            _ = try await client.query("UPDATE jobs SET args = '{}'::jsonb WHERE id = \(job.id)", logger: logger)
-        }
+        try await JobStore(database: store.database).forgetArguments(of: job.id)
     }
 
     /// Waits for a request of the budget; a wait longer than a few seconds gives the job back to
