@@ -392,10 +392,28 @@ struct ChatStore: Sendable {
     }
 }
 
-/// What other capabilities change in a chat: a re-recall inside its own transaction
+/// What other capabilities read from and change in a chat: a re-recall inside its own transaction
 /// (`RecallStore`), the tags' extraction job (`TagExtraction`). This file owns `chats`,
 /// `messages` and `chat_tags`, so their statements live here.
 extension ChatStore {
+    /// The chat's newest 200 messages of the learner and the AI, oldest first: the dialogue the
+    /// tags are read from (the turn reads the same rows within its one query, `TurnStore.snapshot`).
+    static func dialogue(_ client: PostgresClient, chatID: UUID, userID: UUID, logger: Logger) async throws -> [LLMMessage] {
+        var dialogue: [LLMMessage] = []
+        for try await (role, content) in try await client.query(
+            """
+            SELECT role, content FROM (
+                SELECT role, content, created_at, id FROM messages
+                WHERE chat_id = \(chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
+                ORDER BY created_at DESC, id DESC LIMIT 200
+            ) newest ORDER BY created_at, id
+            """, logger: logger
+        ).decode((String, String).self) {
+            dialogue.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content))
+        }
+        return dialogue
+    }
+
     /// Tags the chat with the catalogue's `codes` (found in its dialogue), each once; nothing for a
     /// chat deleted meanwhile.
     static func tag(chatID: UUID, userID: UUID, codes: [String], database: Database, logger: Logger) async throws {

@@ -24,8 +24,11 @@ struct TurnQuota: Sendable {
         let day: String
     }
 
+    /// An `entitlements` row as stored, before `SubscriptionStore.effective` reads it.
+    typealias StoredEntitlement = (plan: String?, status: String?, accessUntil: Date?, willRenew: Bool?)
+
     /// The plan an entitlement row gives now; free without one.
-    func plan(_ entitlement: (plan: String?, status: String?, accessUntil: Date?, willRenew: Bool?)?) -> Plan {
+    func plan(_ entitlement: StoredEntitlement?) -> Plan {
         guard let entitlement else { return .free }
         return subscriptions.effective(
             plan: entitlement.plan, status: entitlement.status, accessUntil: entitlement.accessUntil, willRenew: entitlement.willRenew

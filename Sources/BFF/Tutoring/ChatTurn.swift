@@ -223,24 +223,6 @@ struct ChatTurn: Sendable {
         var newChat: (subjectID: String?, topicID: String?)?
     }
 
-    /// The chat's newest 200 messages of the learner and the AI, oldest first: the history tags are
-    /// read from (the turn reads its own in `TurnStore.snapshot`).
-    static func dialogue(_ client: PostgresClient, chatID: UUID, userID: UUID, logger: Logger) async throws -> [LLMMessage] {
-        var dialogue: [LLMMessage] = []
-        for try await (role, content) in try await client.query(
-            """
-            SELECT role, content FROM (
-                SELECT role, content, created_at, id FROM messages
-                WHERE chat_id = \(chatID) AND user_id = \(userID) AND role IN ('user', 'assistant')
-                ORDER BY created_at DESC, id DESC LIMIT 200
-            ) newest ORDER BY created_at, id
-            """, logger: logger
-        ).decode((String, String).self) {
-            dialogue.append(LLMMessage(role: role == "user" ? .user : .assistant, content: content))
-        }
-        return dialogue
-    }
-
     /// The messages, the chat's counters, the tags' job and the key's answer, in one statement.
     private func store(userID: UUID, request: Request, context: Context, completion: LLMCompletion, idempotencyKey: String?) async throws -> Result {
         let title: String? =

@@ -44,7 +44,7 @@ struct TagExtraction: Sendable {
             for try await (code, label) in try await client.query(
                 "SELECT code, label FROM tags WHERE \(subject)::text IS NULL OR code LIKE \(subject ?? "") || '.%' ORDER BY code", logger: logger
             ).decode((String, String).self) { catalogue.append((code, label)) }
-            return (catalogue, try await ChatTurn.dialogue(client, chatID: args.chatID, userID: userID, logger: logger))
+            return (catalogue, try await ChatStore.dialogue(client, chatID: args.chatID, userID: userID, logger: logger))
         }
         guard !catalogue.isEmpty, dialogue.contains(where: { $0.role == .user }) else { return }
 

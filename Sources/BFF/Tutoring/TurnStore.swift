@@ -20,7 +20,7 @@ struct TurnStore: Sendable {
         /// once it has one.
         var key: (hash: Data, body: Data?)?
         /// The learner's entitlement as stored; nil without one.
-        var entitlement: (plan: String?, status: String?, accessUntil: Date?, willRenew: Bool?)?
+        var entitlement: TurnQuota.StoredEntitlement?
         var difficulty: Int?
         /// The turn's chat when it names one the learner has and has not deleted.
         var chat: (status: String, subjectID: String?, topicID: String?, reopened: Bool)?
