@@ -173,32 +173,36 @@ func buildRouter(
     let router = Router(context: AppRequestContext.self)
     let clientAddress = ClientAddress(trustedProxies: configuration.trustedProxies)
     let routes = RouteTableBox()
-    router.add(middleware: OperationResolutionMiddleware(operations: OperationIndex(OperationTable.all + extraRoutes.map(\.operation))))
-    router.add(middleware: RequestTracingMiddleware(trustIncoming: configuration.traceTrustIncoming))
-    router.add(middleware: RequestIDMiddleware())
-    router.add(middleware: RequestMetricsMiddleware())
-    router.add(middleware: UntrustedForwardingWarning(clientAddress: clientAddress, logger: dependencies.logger))
-    router.add(middleware: CORSMiddleware(allowedOrigins: configuration.corsOrigins))
-    router.add(middleware: UnreadBodyMiddleware())
-    router.add(middleware: ErrorMiddleware())
-    router.add(middleware: UnroutedRefusalMiddleware(routes: routes))
-    if configuration.tlsCertificatePath != nil {
-        router.add(middleware: HSTSMiddleware())
-    }
-    router.add(middleware: ServiceGateMiddleware(config: dependencies.remoteConfig))
-    router.add(middleware: UnescapedHeadersMiddleware())
-    router.add(middleware: WebhookAuthorizationMiddleware(expected: configuration.features.subscriptions.webhookAuthorization))
-    router.add(
-        middleware: AuthenticationMiddleware(
-            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins))
-    router.add(middleware: AcceptMiddleware())
-    router.add(
-        middleware: RateLimitMiddleware(
+    // One statically typed stack (Hummingbird's middleware builder), not seventeen `add` calls:
+    // each of those is an existential with its own responder closure, and the chain is the
+    // floor every request pays (scripts/bench list's 404).
+    let hsts = configuration.tlsCertificatePath != nil
+    router.addMiddleware {
+        OperationResolutionMiddleware(operations: OperationIndex(OperationTable.all + extraRoutes.map(\.operation)))
+        RequestTracingMiddleware(trustIncoming: configuration.traceTrustIncoming)
+        RequestIDMiddleware()
+        RequestMetricsMiddleware()
+        UntrustedForwardingWarning(clientAddress: clientAddress, logger: dependencies.logger)
+        CORSMiddleware(allowedOrigins: configuration.corsOrigins)
+        UnreadBodyMiddleware()
+        ErrorMiddleware()
+        UnroutedRefusalMiddleware(routes: routes)
+        if hsts {
+            HSTSMiddleware()
+        }
+        ServiceGateMiddleware(config: dependencies.remoteConfig)
+        UnescapedHeadersMiddleware()
+        WebhookAuthorizationMiddleware(expected: configuration.features.subscriptions.webhookAuthorization)
+        AuthenticationMiddleware(
+            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins)
+        AcceptMiddleware()
+        RateLimitMiddleware(
             limiter: dependencies.base.limiter, loginPerAddress: configuration.authRateLimit,
-            loginPerDevice: configuration.authDeviceRateLimit, clientAddress: clientAddress))
-    router.add(middleware: BodyLimitMiddleware(limit: configuration.bodyLimit, readTimeout: configuration.bodyReadTimeout, logger: dependencies.logger))
-    router.add(middleware: ClientIdentityMiddleware(sightings: dependencies.sightings))
-    router.add(middleware: OpenAPIContextMiddleware())
+            loginPerDevice: configuration.authDeviceRateLimit, clientAddress: clientAddress)
+        BodyLimitMiddleware(limit: configuration.bodyLimit, readTimeout: configuration.bodyReadTimeout, logger: dependencies.logger)
+        ClientIdentityMiddleware(sightings: dependencies.sightings)
+        OpenAPIContextMiddleware()
+    }
 
     // The API reference: its two routes answer 404, which FileMiddleware turns into the file asked
     // for when BFF_API_DOCS_DIR holds it (it takes Hummingbird's HTTPError only).
