@@ -239,8 +239,9 @@ let package = Package(
         .executableTarget(
             name: "bff-bench",
             dependencies: [
-                "BFF", "BFFPlatform", "BFFWire",
+                "BFF", "BFFPlatform", "BFFWire", "EventLoopExecutor",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

@@ -16,6 +16,7 @@ import BFF
 import BFFJobs
 import BFFPlatform
 import BFFWire
+import EventLoopExecutor
 import Foundation
 import Logging
 import NIOConcurrencyHelpers
@@ -294,12 +295,18 @@ let usage = """
            bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
            bff-bench register --server URL --database URL [--count N]
            bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]
+           bff-bench floor   [--port P]
            bff-bench iap     --server URL --database URL --revenuecat URL [--users U] [--events N] [--duplicates D] [--concurrency C] [--timeout S]
     pairs, tokens and register read the server's BFF_* environment (database, keys), iap its BFF_REVENUECAT_WEBHOOK_AUTH
     and BFF_IAP_PRODUCTS. scripts/bench runs them all.
     """
 
 let arguments = CommandLine.arguments
+// The floor server runs on the same executor as `bff serve` (Sources/bff/main.swift), installed
+// before anything starts NIO's loops; the load generators keep Swift's own.
+if arguments.dropFirst().first == "floor" {
+    _ = EventLoopGlobalExecutor.install()
+}
 do {
     guard arguments.count >= 2 else { throw Failure(usage) }
     let options = try Options(arguments.dropFirst(2))
@@ -312,6 +319,7 @@ do {
     case "register": try await benchRegister(options)
     case "chat": try await benchChat(options)
     case "iap": try await benchIAP(options)
+    case "floor": try await benchFloor(options)
     case "-h", "--help", "help": print(usage)
     default: throw Failure("unknown command '\(arguments[1])'\n\(usage)")
     }
