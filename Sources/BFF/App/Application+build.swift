@@ -179,6 +179,7 @@ func buildRouter(
     let hsts = configuration.tlsCertificatePath != nil
     router.addMiddleware {
         OperationResolutionMiddleware(operations: OperationIndex(OperationTable.all + extraRoutes.map(\.operation)))
+        StreamedAnswerTaskMiddleware()
         RequestTracingMiddleware(trustIncoming: configuration.traceTrustIncoming)
         RequestIDMiddleware()
         RequestMetricsMiddleware()

@@ -3,6 +3,8 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import HummingbirdTesting
+import NIOConcurrencyHelpers
+import NIOCore
 import Testing
 
 @testable import BFF
@@ -281,6 +283,49 @@ struct HTTPContractTests {
         let errorLines = logs.entries().filter { $0["level"] as? String == "error" && $0["msg"] as? String == "unhandled error" }
         #expect(errorLines.count == 1)
         #expect(errorLines.first?["request_id"] as? String == "req-500-check")
+    }
+
+    @Test("a streaming operation's steps and handler run in a task that has ended before its body is written; others in the connection's")
+    func streamingHandlersRunInAChildTask() async throws {
+        let tasks = NIOLockedValueBox<[String: [Int]]>([:])
+        @Sendable func record(_ key: String) {
+            let task = withUnsafeCurrentTask { $0?.hashValue } ?? 0
+            tasks.withLockedValue { $0[key, default: []].append(task) }
+        }
+        func route(_ id: String, streams: Bool) -> (operation: BFF.Operation, register: (Router<AppRequestContext>) -> Void) {
+            let path = "/test/\(id)"
+            return (
+                Operation(id: id, method: .get, path: path, policy: .init(access: .anyone, streams: streams)),
+                { router in
+                    router.get(RouterPath(path)) { _, context -> Response in
+                        record("\(id).handler")
+                        // The context the steps built reaches the handler in the child task too.
+                        #expect(context.requestID == "req-\(id)")
+                        return Response(
+                            status: .ok, headers: [.contentType: "text/plain"],
+                            body: ResponseBody { writer in
+                                record("\(id).body")
+                                try await writer.write(ByteBuffer(string: "streamed"))
+                                try await writer.finish(nil)
+                            })
+                    }
+                }
+            )
+        }
+        let app = try await makeTestApp(database: database, extraRoutes: [route("testStream", streams: true), route("testAtOnce", streams: false)])
+        try await app.live { client in
+            for id in ["testStream", "testAtOnce"] {
+                let response = try await client.execute(uri: "/test/\(id)", method: .get, headers: [.requestID: "req-\(id)"])
+                #expect(response.status == .ok && response.text == "streamed")
+                #expect(response.headers[.requestID] == "req-\(id)")
+            }
+        }
+        let seen = tasks.withLockedValue { $0 }
+        let streamHandler = try #require(seen["testStream.handler"]?.first), streamBody = try #require(seen["testStream.body"]?.first)
+        let onceHandler = try #require(seen["testAtOnce.handler"]?.first), onceBody = try #require(seen["testAtOnce.body"]?.first)
+        #expect(streamHandler != streamBody)
+        #expect(onceHandler == onceBody)
+        #expect(OperationTable.all.filter(\.policy.streams).map(\.id).sorted() == ["chatTurn", "exportMe"])
     }
 
     @Test("X-Request-Id is echoed when well formed, generated otherwise, and on every log line of the request")

@@ -52,6 +52,9 @@ struct OperationPolicy: Sendable, Equatable {
     /// Whether a request makes a server span: probes and scrapes, asked every few seconds, would
     /// bury the requests.
     var traced = true
+    /// Whether the answer may stream for long after the handler returned (the turn's events, the
+    /// export): its handling then runs in a task of its own (`StreamedAnswerTaskMiddleware`).
+    var streams = false
 
     /// The scopes the operation needs; empty for one that takes no AppJWT.
     var scopes: [Scope] {

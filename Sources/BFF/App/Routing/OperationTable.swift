@@ -38,7 +38,8 @@ enum OperationTable {
         // The export is every chat's messages: it reads chats, so it needs chat:rw too.
         Operation(
             id: "exportMe", method: .get, path: "/api/v1/me/export",
-            policy: .init(access: .scopes([.profileRead, .chatRW]), rateLimits: [.perUser(bucket: "export", rate: 2, period: .seconds(60))])),
+            policy: .init(
+                access: .scopes([.profileRead, .chatRW]), rateLimits: [.perUser(bucket: "export", rate: 2, period: .seconds(60))], streams: true)),
         Operation(id: "getSubscription", method: .get, path: "/api/v1/me/subscription", policy: .init(access: .scopes([.profileRead]))),
         Operation(id: "getAppConfig", method: .get, path: "/api/v1/app-config", policy: .init(access: .anyone, gate: .open)),
         Operation(id: "listDevices", method: .get, path: "/api/v1/devices", policy: .init(access: .scopes([.profileRead]))),
@@ -63,7 +64,7 @@ enum OperationTable {
             policy: .init(access: .scopes([.chatRW]), rateLimits: [.perUser(bucket: "settings.replace", rate: 30, period: .seconds(60))])),
         Operation(id: "listSubjects", method: .get, path: "/api/v1/subjects", policy: .init(access: .scopes([.chatRW]))),
         // The turn's own limit (5 per 10 s) is taken with its quota reservation, in the operation.
-        Operation(id: "chatTurn", method: .post, path: "/api/v1/chat", policy: .init(access: .scopes([.chatRW]), answers: .jsonOrEventStream)),
+        Operation(id: "chatTurn", method: .post, path: "/api/v1/chat", policy: .init(access: .scopes([.chatRW]), answers: .jsonOrEventStream, streams: true)),
         Operation(id: "listRecalls", method: .get, path: "/api/v1/recalls", policy: .init(access: .scopes([.chatRW]))),
         Operation(id: "getRecall", method: .get, path: "/api/v1/recalls/{recall_id}", policy: .init(access: .scopes([.chatRW]))),
         Operation(id: "markRecallOpened", method: .post, path: "/api/v1/recalls/{recall_id}/opened", policy: .init(access: .scopes([.chatRW]))),
