@@ -1,7 +1,7 @@
 /// Base64url without padding (RFC 4648 §5), the alphabet of tokens, keys and cursors. Byte-level,
 /// because it runs several times on every authenticated request.
 public enum Base64URL {
-    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+    @usableFromInline static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     /// 0...63 for an alphabet byte, 0xFF for anything else.
     private static let values: [UInt8] = {
@@ -10,6 +10,10 @@ public enum Base64URL {
         return table
     }()
 
+    // Inlinable, so each caller gets it specialised for its own byte sequence: called across the
+    // module unspecialised, every byte went through the protocols' witness tables (a list request's
+    // cursor cost more than its twenty UUIDs, perf on scripts/bench list).
+    @inlinable
     public static func encode<Bytes: Sequence>(_ bytes: Bytes) -> String where Bytes.Element == UInt8 {
         var output: [UInt8] = []
         output.reserveCapacity(encodedCount(bytes.underestimatedCount))
@@ -17,9 +21,11 @@ public enum Base64URL {
         return String(decoding: output, as: UTF8.self)
     }
 
+    @inlinable
     public static func encodedCount(_ byteCount: Int) -> Int { (byteCount * 4 + 2) / 3 }
 
     /// Appends the encoding of `bytes` to `output`.
+    @inlinable
     public static func append<Bytes: Sequence, Output: RangeReplaceableCollection>(
         _ bytes: Bytes, to output: inout Output
     ) where Bytes.Element == UInt8, Output.Element == UInt8 {

@@ -65,9 +65,14 @@ public struct JSONWriter {
         byte(UInt8(ascii: "\""))
     }
 
-    public mutating func integer<Integer: FixedWidthInteger>(_ value: Integer) {
+    public mutating func integer(_ value: Int) {
+        integer(Int64(value))
+    }
+
+    /// Not generic: called from another module, a generic one ran unspecialised, every digit
+    /// through `FixedWidthInteger`'s witness table (perf on scripts/bench list).
+    public mutating func integer(_ value: Int64) {
         // 20 digits hold any 64-bit magnitude, plus the sign.
-        precondition(Integer.bitWidth <= 64, "JSONWriter.integer writes integers of up to 64 bits")
         buffer.writeWithUnsafeMutableBytes(minimumWritableBytes: 21) { out in
             var count = 0
             if value < 0 {
