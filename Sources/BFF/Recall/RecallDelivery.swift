@@ -1,16 +1,16 @@
 import BFFJobs
 import BFFPlatform
-import Crypto
 import Foundation
 import Logging
 import Metrics
 import PostgresNIO
 
-/// The re-recall's last hop (JOB-001, JOB-002): a recall that comes due fans out into one push job
-/// per registered device, and each push job asks its service once per attempt.
+/// The re-recall's last hop (JOB-001, JOB-002): a recall that comes due is one job that pushes to
+/// every registered device of the learner and records each answer in `recall_pushes`, a batch per
+/// statement, so the database's work is a few statements per recall rather than several per device
+/// (docs/architecture.md, "Recall delivery"). A run again pushes only to the devices not yet accepted.
 public struct RecallDelivery: Sendable {
     static let deliverKind = "recall.deliver"
-    static let sendKind = "push.send"
 
     let database: Database
     let senders: PushSenders
@@ -19,18 +19,29 @@ public struct RecallDelivery: Sendable {
     /// `BFF_PUSH_CONCURRENCY`: pushes in flight at once per process; each waits on a service's answer.
     let pushConcurrency: Int
     let logger: Logger
-    var now: @Sendable () -> Date = { Date() }
+    var now: @Sendable () -> Date
+    /// Shared by every delivery this value's handlers run: the bound is per process.
+    let permits: PushPermits
+    let outcomes: PushOutcomeStore
+
+    init(
+        database: Database, senders: PushSenders, deepLinkBase: String, pushConcurrency: Int, logger: Logger,
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) {
+        self.database = database
+        self.senders = senders
+        self.deepLinkBase = deepLinkBase
+        self.pushConcurrency = pushConcurrency
+        self.logger = logger
+        self.now = now
+        self.permits = PushPermits(max(1, pushConcurrency))
+        self.outcomes = PushOutcomeStore(database: database)
+    }
 
     struct DeliverArgs: Codable {
         let recallID: UUID
         /// The due time this delivery was planned for: a recall moved since is delivered by the job of its new time.
         let dueAt: Double
-    }
-
-    struct SendArgs: Codable {
-        let recallID: UUID
-        let token: String
-        let provider: String
     }
 
     /// The recall's delivery at `dueAt`, in the caller's transaction; one per recall and due time.
@@ -45,133 +56,150 @@ public struct RecallDelivery: Sendable {
 
     var handlers: [JobHandler] {
         [
-            JobHandler(kind: Self.deliverKind) { job in try await deliver(job) },
-            JobHandler(kind: Self.sendKind, concurrency: pushConcurrency) { job in try await send(job) },
+            // As many recalls at once as pushes may be in flight: most learners have one or two
+            // devices, and a delivery waiting for permits holds nothing else.
+            JobHandler(kind: Self.deliverKind, concurrency: pushConcurrency) { job in try await deliver(job) },
+            // The previous release's jobs (LegacyPushSend.swift), inside the same bound.
+            JobHandler(kind: Self.sendKind, concurrency: pushConcurrency) { job in try await permits.withPermits(1) { try await send(job) } },
         ]
     }
 
-    /// Fans a due recall out to the user's devices, unless it was moved, answered or canceled, the
-    /// user turned notifications off (it stays scheduled and listed), or the window closed meanwhile
-    /// (it moves to the next opening).
+    /// Pushes a due recall to the learner's devices not yet accepted, unless it was moved, answered
+    /// or canceled, the learner turned notifications off (it stays scheduled and listed), or the
+    /// window closed meanwhile (it moves to the next opening). Then: a retryable answer retries the
+    /// job (only those devices, and any refused, are pushed on the next run); refused credentials or
+    /// content dead-letter it for an operator.
     func deliver(_ job: Job) async throws {
         let args = try job.decode(DeliverArgs.self)
         guard let userID = job.userID else { throw JobFailure.deadLetter("a delivery without its user") }
-        let logger = logger
-        try await database.run { client in
-            try await client.withTransaction(logger: logger) { connection in
-                var recall: (status: String, dueAt: Date, enabled: Bool)?
-                for try await row in try await connection.query(
-                    """
-                    SELECT r.status, r.due_at, coalesce(s.notifications_enabled, true)
-                    FROM recalls r LEFT JOIN user_settings s ON s.user_id = r.user_id
-                    WHERE r.id = \(args.recallID) AND r.user_id = \(userID)
-                    FOR UPDATE OF r
-                    """, logger: logger
-                ).decode((String, Date, Bool).self) { recall = (row.0, row.1, row.2) }
-                guard let recall, recall.status == "scheduled", abs(recall.dueAt.timeIntervalSince1970 - args.dueAt) < 0.001, recall.enabled
-                else { return }
-                let window = try await RecallScheduler.window(on: connection, userID: userID, logger: logger)
-                let now = now()
-                guard window.contains(now) else {
-                    let placed = window.place(now)
-                    _ = try await connection.query(
-                        "UPDATE recalls SET due_at = \(placed), updated_at = now() WHERE id = \(args.recallID) AND user_id = \(userID)", logger: logger)
-                    try await Self.enqueueDelivery(recallID: args.recallID, userID: userID, dueAt: placed, on: connection, logger: logger)
-                    return
-                }
-                var targets: [PushTarget] = []
-                for try await (token, provider) in try await connection.query(
-                    "SELECT token, provider FROM push_tokens WHERE user_id = \(userID) ORDER BY token", logger: logger
-                ).decode((String, String).self) {
-                    targets.append(PushTarget(token: token, provider: .init(rawValue: provider) ?? .fcm))
-                }
-                for target in targets {
-                    // One push per recall and token, ever: a delivery run again adds none.
-                    let tokenKey = SHA256.hash(data: Data(target.token.utf8)).prefix(16).map { String(format: "%02x", $0) }.joined()
-                    try await JobQueue.enqueue(
-                        Self.sendKind, SendArgs(recallID: args.recallID, token: target.token, provider: target.provider.rawValue),
-                        options: .init(userID: userID, uniqueKey: "\(args.recallID.uuidString.lowercased()):\(tokenKey)", maxAttempts: 8),
-                        on: connection, logger: logger)
-                }
+        guard let recall = try await RecallDeliverySnapshot.read(recallID: args.recallID, userID: userID, database: database, logger: logger),
+            recall.status == "scheduled" || recall.status == "sent",
+            abs(recall.dueAt.timeIntervalSince1970 - args.dueAt) < 0.001, recall.notificationsEnabled
+        else { return }
+        // A recall sent already is being retried for its other devices: its window was checked when it came due.
+        if recall.status == "scheduled", !recall.window.contains(now()) {
+            try await moveToNextOpening(args, userID: userID)
+            return
+        }
+        var sendable: [(PushTarget, any PushSender)] = []
+        var unserved: Set<String> = []
+        for target in recall.pending {
+            if let sender = senders.sender(for: target.provider) {
+                sendable.append((target, sender))
+            } else {
+                unserved.insert(target.provider.rawValue)
             }
+        }
+        let message = Self.message(recallID: args.recallID, chatID: recall.chatID, topic: recall.topic, deepLinkBase: deepLinkBase, now: now())
+        var answered: [PushOutcomeRecord] = []
+        // A batch holds its permits until its answers are recorded: a worker killed now re-sends at
+        // most the permits' count of pushes, each with the recall as its collapse id.
+        var remaining = sendable[...]
+        while !remaining.isEmpty {
+            let batch = Array(remaining.prefix(permits.total))
+            remaining = remaining.dropFirst(batch.count)
+            let records = try await permits.withPermits(batch.count) {
+                let answers = await push(message, to: batch, recallID: args.recallID)
+                let tookToSent = try await outcomes.record(answers, recallID: args.recallID, userID: userID, logger: logger)
+                if tookToSent {
+                    Metrics.Timer(label: "bff_recall_delivery_delay_seconds")
+                        .recordNanoseconds(Int64(max(0, now().timeIntervalSince(recall.dueAt)) * 1e9))
+                }
+                return answers
+            }
+            answered += records
+        }
+        try Self.verdict(answered, pending: recall.pending.count, unserved: unserved)
+    }
+
+    /// How the run ends once every batch is recorded: retried while any push may still go through,
+    /// dead-lettered when the rest were refused for good, waiting while a provider has no service.
+    static func verdict(_ answered: [PushOutcomeRecord], pending: Int, unserved: Set<String>) throws {
+        let retries = answered.filter { $0.outcome == .retry }
+        if !retries.isEmpty {
+            throw JobFailure.retry(
+                "\(retries.count) of \(pending) pushes to retry: \(reasons(retries))", after: retries.compactMap(\.retryAfter).max())
+        }
+        let refused = answered.filter { $0.outcome == .error }
+        if !refused.isEmpty { throw JobFailure.deadLetter(reasons(refused)) }
+        if !unserved.isEmpty {
+            throw JobFailure.snooze("no push service is configured for \(unserved.sorted().joined(separator: ", ")) tokens", after: .seconds(600))
         }
     }
 
-    /// Pushes one recall to one device and maps the service's answer: sent marks the recall sent;
-    /// a dead token is deleted; a retry waits (`Retry-After`); refused credentials or content are
-    /// dead-lettered loudly. A recall opened, answered or canceled meanwhile, or a token gone, is not pushed.
-    func send(_ job: Job) async throws {
-        let args = try job.decode(SendArgs.self)
-        guard let userID = job.userID else { throw JobFailure.deadLetter("a push without its user") }
-        let provider = PushTokenRegistration.Provider(rawValue: args.provider) ?? .fcm
-        let route = senders.notificationHubs == nil ? provider.rawValue : "notification-hubs"
-        let logger = Self.logger(self.logger, recallID: args.recallID, service: route)
-        // The catalogue's name for what the chat is about, never the chat's title: that is the
-        // learner's own words (by default their first message's start), and a push shows on a lock screen.
-        let current: (status: String, dueAt: Date, chatID: UUID, topic: String?, registered: Bool)? = try await database.run { client in
-            for try await row in try await client.query(
-                """
-                SELECT r.status, r.due_at, r.chat_id, coalesce(t.name, s.name),
-                       EXISTS (SELECT 1 FROM push_tokens p WHERE p.user_id = r.user_id AND p.token = \(args.token))
-                FROM recalls r JOIN chats c ON c.id = r.chat_id AND c.user_id = r.user_id
-                LEFT JOIN topics t ON t.id = c.topic_id
-                LEFT JOIN subjects s ON s.id = c.subject_id
-                WHERE r.id = \(args.recallID) AND r.user_id = \(userID)
-                """, logger: logger
-            ).decode((String, Date, UUID, String?, Bool).self) {
-                return (row.0, row.1, row.2, row.3, row.4)
+    /// The distinct reasons, in order, three at most: a service refusing every device says it once.
+    private static func reasons(_ records: [PushOutcomeRecord]) -> String {
+        var seen: [String] = []
+        for reason in records.compactMap(\.reason) where !seen.contains(reason) { seen.append(reason) }
+        return seen.prefix(3).joined(separator: "; ") + (seen.count > 3 ? "; …" : "")
+    }
+
+    /// Sends `message` to each of `batch` at once and maps each answer to its record.
+    private func push(_ message: PushMessage, to batch: [(PushTarget, any PushSender)], recallID: UUID) async -> [PushOutcomeRecord] {
+        await withTaskGroup(of: PushOutcomeRecord.self) { group in
+            for (target, sender) in batch {
+                group.addTask { await push(message, to: target, through: sender, recallID: recallID) }
             }
-            return nil
+            var records: [PushOutcomeRecord] = []
+            for await record in group { records.append(record) }
+            return records
         }
-        guard let current, current.status == "scheduled" || current.status == "sent", current.registered else { return }
-        guard let sender = senders.sender(for: provider) else {
-            throw JobFailure.snooze("no push service is configured for \(provider.rawValue) tokens", after: .seconds(600))
+    }
+
+    /// One push and what its answer means; counted and logged, never with the token.
+    private func push(_ message: PushMessage, to target: PushTarget, through sender: any PushSender, recallID: UUID) async -> PushOutcomeRecord {
+        let route = senders.notificationHubs == nil ? target.provider.rawValue : "notification-hubs"
+        let logger = Self.logger(self.logger, recallID: recallID, service: route)
+        let started = ContinuousClock.now
+        let outcome = await sender.send(message, to: target)
+        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - started)
+        func count(_ outcome: String) {
+            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", outcome)]).increment()
         }
-        let message = Self.message(recallID: args.recallID, chatID: current.chatID, topic: current.topic, deepLinkBase: deepLinkBase, now: now())
-        let sendStarted = ContinuousClock.now
-        let outcome = await sender.send(message, to: PushTarget(token: args.token, provider: provider))
-        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - sendStarted)
         switch outcome {
         case .sent:
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "sent")]).increment()
-            // The recall's other device took it to sent already: nothing to write.
-            let firstAcceptance = try await database.run { client in
-                guard current.status == "scheduled" else { return false }
-                var updated = false
-                for try await _ in try await client.query(
-                    """
-                    UPDATE recalls SET status = 'sent', sent_at = now(), updated_at = now()
-                    WHERE id = \(args.recallID) AND user_id = \(userID) AND status = 'scheduled'
-                    RETURNING id
-                    """, logger: logger)
-                { updated = true }
-                return updated
-            }
-            if firstAcceptance {
-                Metrics.Timer(label: "bff_recall_delivery_delay_seconds")
-                    .recordNanoseconds(Int64(max(0, now().timeIntervalSince(current.dueAt)) * 1e9))
-            }
+            count("sent")
+            return PushOutcomeRecord(target: target, outcome: .accepted)
         case .tokenDead(let reason):
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "token_dead")]).increment()
+            count("token_dead")
             logger.notice("push token is dead; deleted", metadata: ["reason": .string(reason)])
-            try await database.run { client in
-                _ = try await client.query("DELETE FROM push_tokens WHERE user_id = \(userID) AND token = \(args.token)", logger: logger)
-            }
+            return PushOutcomeRecord(target: target, outcome: .dead, reason: reason)
         case .retry(let reason, let after):
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "retry")]).increment()
-            throw JobFailure.retry(reason, after: after)
+            count("retry")
+            return PushOutcomeRecord(target: target, outcome: .retry, retryAfter: after, reason: reason)
         case .configurationError(let reason):
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "configuration_error")]).increment()
+            count("configuration_error")
             logger.error("push service refused our credentials or setup; fix the configuration, then `bff jobs retry`", metadata: ["reason": .string(reason)])
-            throw JobFailure.deadLetter("configuration: \(reason)")
+            return PushOutcomeRecord(target: target, outcome: .error, reason: "configuration: \(reason)")
         case .payloadError(let reason):
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", "payload_error")]).increment()
+            count("payload_error")
             logger.error("push service refused the notification's content", metadata: ["reason": .string(reason)])
-            throw JobFailure.deadLetter("payload: \(reason)")
+            return PushOutcomeRecord(target: target, outcome: .error, reason: "payload: \(reason)")
         }
     }
 
-    private static func logger(_ base: Logger, recallID: UUID, service: String) -> Logger {
+    /// Outside the window: the recall moves to its next opening, with a delivery for then, unless it
+    /// changed since it was read (the row's lock orders this with the learner's own changes).
+    private func moveToNextOpening(_ args: DeliverArgs, userID: UUID) async throws {
+        let logger = self.logger
+        let now = self.now
+        try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection in
+                var current: (status: String, dueAt: Date)?
+                for try await row in try await connection.query(
+                    "SELECT status, due_at FROM recalls WHERE id = \(args.recallID) AND user_id = \(userID) FOR UPDATE", logger: logger
+                ).decode((String, Date).self) { current = (row.0, row.1) }
+                guard let current, current.status == "scheduled", abs(current.dueAt.timeIntervalSince1970 - args.dueAt) < 0.001 else { return }
+                let window = try await RecallScheduler.window(on: connection, userID: userID, logger: logger)
+                let placed = window.place(now())
+                _ = try await connection.query(
+                    "UPDATE recalls SET due_at = \(placed), updated_at = now() WHERE id = \(args.recallID) AND user_id = \(userID)", logger: logger)
+                try await Self.enqueueDelivery(recallID: args.recallID, userID: userID, dueAt: placed, on: connection, logger: logger)
+            }
+        }
+    }
+
+    static func logger(_ base: Logger, recallID: UUID, service: String) -> Logger {
         var logger = base
         logger[metadataKey: "recall_id"] = .string(recallID.uuidString.lowercased())
         logger[metadataKey: "push_service"] = .string(service)

@@ -10,7 +10,8 @@ import Testing
 @testable import BFFPlatform
 
 /// The re-recall's last hop on a real database and job runtime: a recall that comes due is pushed
-/// once to each of the learner's devices with its deep link, and each service answer has its effect.
+/// once to each of the learner's devices with its deep link, each service answer has its effect, and
+/// a delivery run again pushes only to the devices whose push failed.
 /// The push services here are `PushSender`s that answer as scripted and record what they were given;
 /// the protocols themselves are tested against local servers in the senders' own suites.
 @Suite("Re-recall delivery", .needsDatabase, .timeLimit(.minutes(3)))
@@ -203,10 +204,13 @@ struct RecallDeliveryTests {
             let pushes = sender.targets
             #expect(pushes.filter { $0.provider == .apns }.count == 1)
             #expect(pushes.filter { $0.provider == .fcm }.count == 2)
+            let outcomes = try await recordedOutcomes(of: try #require(UUID(uuidString: recall)), userID: learner.userID)
+            #expect(outcomes[PushOutcomeStore.tokenKey(TwoDevices.apnsToken)]?.outcome == "dead")
+            #expect(outcomes[PushOutcomeStore.tokenKey(TwoDevices.fcmToken)] == RecordedOutcome(outcome: "accepted", attempts: 2, provider: "fcm", error: nil))
         }
     }
 
-    @Test("refused credentials dead-letter the push with the reason, the token kept, the recall still scheduled")
+    @Test("refused credentials dead-letter the recall's delivery with the reason, the tokens kept, the recall still scheduled")
     func configurationErrorDeadLetters() async throws {
         let sender = ScriptedSender { _, _ in .configurationError("403 InvalidProviderToken") }
         try await withLoop(sender) { client, repository in
@@ -214,18 +218,101 @@ struct RecallDeliveryTests {
             #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
             _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
             let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
+            // One job for the recall, dead with the services' one reason, however many devices refused.
             #expect(
                 try await eventually {
                     try await url.withClient { client in
-                        var dead = 0
-                        for try await error in try await client.query("SELECT last_error FROM jobs WHERE kind = 'push.send' AND state = 'dead'").decode(String?.self) {
-                            if error == "configuration: 403 InvalidProviderToken" { dead += 1 }
-                        }
-                        return dead == 2
+                        var dead: [String?] = []
+                        for try await error in try await client.query(
+                            "SELECT last_error FROM jobs WHERE kind = \(RecallDelivery.deliverKind) AND state = 'dead'"
+                        ).decode(String?.self) { dead.append(error) }
+                        return dead == ["configuration: 403 InvalidProviderToken"]
                     }
                 })
+            #expect(sender.targets.count == 2)
             #expect(try await PushTokenStore(database: repository.database).tokens(userID: learner.userID).count == 2)
             #expect(try await status(client, learner.phone, recall) == "scheduled")
+            let outcomes = try await recordedOutcomes(of: try #require(UUID(uuidString: recall)), userID: learner.userID)
+            #expect(outcomes.values.map(\.outcome) == ["error", "error"])
+            #expect(outcomes.values.allSatisfy { $0.error == "configuration: 403 InvalidProviderToken" })
+        }
+    }
+
+    @Test("three devices, one answering 429: only that one is pushed again; each outcome is in recall_pushes under its token's key, never the token")
+    func onlyTheThrottledDeviceAgain() async throws {
+        let third = "third-9c1e:APA91b" + String(repeating: "u", count: 120)
+        let sender = ScriptedSender { target, count in
+            target.token == third && count == 1 ? .retry("429 QUOTA_EXCEEDED", after: .milliseconds(300)) : .sent
+        }
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            // A third device, registered as the app would have.
+            try await url.withClient { client in
+                _ = try await client.query(
+                    """
+                    INSERT INTO push_tokens (user_id, token, platform, provider, device_id)
+                    VALUES (\(learner.userID), \(third), 'android', 'fcm', \("third-\(learner.userID.uuidString.prefix(8))"))
+                    """)
+            }
+            #expect(try await client.call(.put, "/api/v1/settings", as: learner.phone, json: RecallTests.windowAroundNow()).status == .ok)
+            _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1)
+            let recall = try #require(try await RecallTests.recalls(client, learner.phone).first?["id"] as? String)
+            let recallID = try #require(UUID(uuidString: recall))
+            #expect(try await eventually { try await status(client, learner.phone, recall) == "sent" })
+            #expect(try await eventually { sender.targets.filter { $0.token == third }.count == 2 })
+            #expect(
+                try await eventually {
+                    try await url.withClient { client in
+                        var state = ""
+                        for try await value in try await client.query(
+                            "SELECT state FROM jobs WHERE kind = \(RecallDelivery.deliverKind) AND user_id = \(learner.userID)"
+                        ).decode(String.self) { state = value }
+                        return state == "completed"
+                    }
+                })
+            let pushes = sender.targets
+            #expect(pushes.filter { $0.token == TwoDevices.apnsToken }.count == 1)
+            #expect(pushes.filter { $0.token == TwoDevices.fcmToken }.count == 1)
+            #expect(pushes.filter { $0.token == third }.count == 2)
+
+            let outcomes = try await recordedOutcomes(of: recallID, userID: learner.userID)
+            #expect(outcomes.count == 3)
+            #expect(outcomes[PushOutcomeStore.tokenKey(TwoDevices.apnsToken)] == RecordedOutcome(outcome: "accepted", attempts: 1, provider: "apns", error: nil))
+            #expect(outcomes[PushOutcomeStore.tokenKey(TwoDevices.fcmToken)] == RecordedOutcome(outcome: "accepted", attempts: 1, provider: "fcm", error: nil))
+            #expect(outcomes[PushOutcomeStore.tokenKey(third)] == RecordedOutcome(outcome: "accepted", attempts: 2, provider: "fcm", error: nil))
+            // A token is a credential: no column of the table holds one, whole or in part.
+            let tokens = [TwoDevices.apnsToken, TwoDevices.fcmToken, third]
+            let leaked = try await url.withClient { client in
+                var leaked = -1
+                for try await count in try await client.query(
+                    """
+                    SELECT count(*)::int FROM recall_pushes r, unnest(\(tokens)::text[]) AS t(token)
+                    WHERE strpos(r::text, left(t.token, 32)) > 0
+                    """
+                ).decode(Int.self) { leaked = count }
+                return leaked
+            }
+            #expect(leaked == 0)
+        }
+    }
+
+    struct RecordedOutcome: Sendable, Equatable {
+        let outcome: String
+        let attempts: Int
+        let provider: String
+        let error: String?
+    }
+
+    /// `recall_pushes` of one recall, by token key.
+    func recordedOutcomes(of recallID: UUID, userID: UUID) async throws -> [String: RecordedOutcome] {
+        try await url.withClient { client in
+            var outcomes: [String: RecordedOutcome] = [:]
+            for try await (key, outcome, attempts, provider, error) in try await client.query(
+                "SELECT token_key, outcome, attempts, provider, error FROM recall_pushes WHERE recall_id = \(recallID) AND user_id = \(userID)"
+            ).decode((String, String, Int32, String, String?).self) {
+                outcomes[key] = RecordedOutcome(outcome: outcome, attempts: Int(attempts), provider: provider, error: error)
+            }
+            return outcomes
         }
     }
 }

@@ -49,7 +49,11 @@ struct RecallLoopTests {
                             try await eventually {
                                 apns.received.withLockedValue { $0.count } == 1 && fcm.received.withLockedValue { $0.count } == 1
                             })
-                        #expect(try await delivery.status(client, learner.phone, recall) == "sent")
+                        // Recorded once the services answered, a moment after they counted the requests.
+                        #expect(try await eventually { try await delivery.status(client, learner.phone, recall) == "sent" })
+                        // Each device's acceptance is recorded under its token's key, by the recall's one job.
+                        let outcomes = try await delivery.recordedOutcomes(of: try #require(UUID(uuidString: recall)), userID: learner.userID)
+                        #expect(outcomes.values.map(\.outcome) == ["accepted", "accepted"])
                         let deepLink = "learnapp://chats/\(chat)?recall=\(recall)"
                         #expect(apns.received.withLockedValue { $0.first?.payload["deep_link"] as? String } == deepLink)
                         #expect(
