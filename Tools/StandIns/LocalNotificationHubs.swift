@@ -166,7 +166,7 @@ public final class LocalNotificationHubs: Sendable {
                 guard let installation = installations.withLockedValue({ $0[id] }) else { return Response(status: .notFound) }
                 return Response(
                     status: .ok, headers: [.contentType: "application/json"],
-                    body: .init(byteBuffer: ByteBuffer(string: Self.json(installation))))
+                    body: .init(byteBuffer: ByteBuffer(string: LocalNotificationHubs.json(installation))))
             }
         }
         router.delete("/:hub/installations/:id") { [self] request, context -> Response in
@@ -184,12 +184,12 @@ public final class LocalNotificationHubs: Sendable {
             guard mediaType(request.headers[.contentType]) == "application/json",
                 (request.headers[.contentType] ?? "").lowercased().replacingOccurrences(of: " ", with: "").hasSuffix("charset=utf-8")
             else { return refuse(400, "content type is not application/json;charset=utf-8") }
-            guard let format = Self.field(request, "ServiceBusNotification-Format")?.lowercased(), ["apple", "fcmv1"].contains(format) else {
+            guard let format = LocalNotificationHubs.field(request, "ServiceBusNotification-Format")?.lowercased(), ["apple", "fcmv1"].contains(format) else {
                 return refuse(400, "ServiceBusNotification-Format is not apple or fcmv1")
             }
             let direct = request.uri.queryParameters["direct"] != nil
-            let handle = Self.field(request, "ServiceBusNotification-DeviceHandle")
-            let tags = Self.field(request, "ServiceBusNotification-Tags")
+            let handle = LocalNotificationHubs.field(request, "ServiceBusNotification-DeviceHandle")
+            let tags = LocalNotificationHubs.field(request, "ServiceBusNotification-Tags")
             let clauses: [[String]]
             if direct {
                 guard let handle, !handle.isEmpty else { return refuse(400, "no ServiceBusNotification-DeviceHandle") }
@@ -205,7 +205,7 @@ public final class LocalNotificationHubs: Sendable {
             let bytes = try await request.body.collect(upTo: 1_000_000)
             guard bytes.readableBytes <= 64 * 1024 else { return refuse(413, "over 64 KB") }
             let body = String(buffer: bytes)
-            if let why = Self.payloadViolation(request, format: format, body: body) { return refuse(400, why) }
+            if let why = LocalNotificationHubs.payloadViolation(request, format: format, body: body) { return refuse(400, why) }
             if direct, let handle {
                 received.withLockedValue { $0.append(Received(format: format, deviceHandle: handle, payload: body)) }
                 return try await scripted(answer(handle, attempts.next(handle))) { Response(status: .created) }
