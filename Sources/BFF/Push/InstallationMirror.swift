@@ -9,7 +9,7 @@ import PostgresNIO
 /// of every change even when it is down at the time (the job retries until it answers).
 ///
 /// The job carries the device's id only and reads the device's token when it runs
-/// (`InstallationMirrorJob`): `bff_enqueue_jobs` keeps an unique key for as long as the job's row is
+/// (`InstallationMirrorJob`): `bff_enqueue_jobs` keeps a unique key for as long as the job's row is
 /// kept, finished or not, and cannot replace a waiting job by a newer one, so a key per device
 /// would drop every later change until the retention purge. Jobs without a key, each mirroring
 /// whatever the database holds when it runs, leave the hub with the truth whichever runs last.
