@@ -6,18 +6,50 @@ import Hummingbird
 import NIOConcurrencyHelpers
 import NIOCore
 
-/// Notification Hubs' direct send as the REST reference documents it ("Direct send", "Send an APNS
-/// native notification", "Send an FCM v1 native notification", "Common concepts"): an `api-version`
-/// and `direct` in the query; a SAS token `SharedAccessSignature sr=…&sig=…&se=…&skn=…` whose
-/// HMAC-SHA256 verifies with the hub's key, not expired, for this hub's URI; content type
-/// `application/json;charset=utf-8`; `ServiceBusNotification-Format` apple or fcmv1 and a device
-/// handle; then the platform's payload: an APNs object with an `aps` dictionary (and valid `apns-*`
-/// headers), or an FCM v1 message without a target (`FCMMessageRules`).
+/// Notification Hubs as the REST reference documents it ("Create or overwrite an installation",
+/// "Read an installation", "Delete an installation", "Direct send", "Send an APNS native
+/// notification", "Send an FCM v1 native notification", "Routing and tag expressions", "Common
+/// concepts"). Every request: a known `api-version`; a SAS token `SharedAccessSignature
+/// sr=…&sig=…&se=…&skn=…` whose HMAC-SHA256 verifies with the hub's key, not expired, for this
+/// hub's URI. Installations (PUT, GET, DELETE `/{hub}/installations/{id}`): `application/json`, the
+/// members `NotificationHubsRules` checks, kept until deleted; a DELETE is 204 whether or not there
+/// was one. Sends (POST `/{hub}/messages/`): `application/json;charset=utf-8`,
+/// `ServiceBusNotification-Format` apple or fcmv1, then the platform's payload: an APNs object with
+/// an `aps` dictionary (and valid `apns-*` headers), or an FCM v1 message without a target
+/// (`FCMMessageRules`). A direct send (`?direct`) names a device handle; any other send names a tag
+/// expression (a broadcast is refused: this server never means one) and is recorded with the
+/// installations it reaches.
 public final class LocalNotificationHubs: Sendable {
+    /// A direct send.
     public struct Received: Sendable {
         public let format: String
         public let deviceHandle: String
         public let payload: String
+    }
+
+    /// An installation as the hub keeps it.
+    public struct Installation: Sendable, Equatable {
+        public let installationId: String
+        /// Lowercased.
+        public let platform: String
+        public let pushChannel: String
+        public let tags: [String]
+
+        public init(installationId: String, platform: String, pushChannel: String, tags: [String]) {
+            self.installationId = installationId
+            self.platform = platform
+            self.pushChannel = pushChannel
+            self.tags = tags
+        }
+    }
+
+    /// A send to a tag expression, and the installations it reaches.
+    public struct TagSend: Sendable {
+        public let format: String
+        public let tags: String
+        public let payload: String
+        /// The ids of the installations of the format's platform that match the expression, sorted.
+        public let reached: [String]
     }
 
     /// The REST API's versions; a request naming another is refused.
@@ -27,18 +59,26 @@ public final class LocalNotificationHubs: Sendable {
     public let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     public let hub = "learnapp-hub"
     public let received = NIOLockedValueBox<[Received]>([])
+    public let installations = NIOLockedValueBox<[String: Installation]>([:])
+    public let tagSends = NIOLockedValueBox<[TagSend]>([])
     public let violations = NIOLockedValueBox<[String]>([])
     let answer: @Sendable (String, Int) -> ScriptedAnswer
+    let operationAnswer: @Sendable (String, Int) -> ScriptedAnswer
     let now: @Sendable () -> Date
     private let attempts = AttemptCounter()
+    private let operationAttempts = AttemptCounter()
 
-    /// `answer` decides each answer from the device handle and its attempt (1 for the first request);
-    /// `now` is the clock SAS tokens expire by.
+    /// `answer` decides each direct send's answer from the device handle and its attempt (1 for the
+    /// first request); `operation` every other request's, from `PUT installations/{id}`,
+    /// `GET installations/{id}`, `DELETE installations/{id}` or `POST tags {expression}` and its
+    /// attempt. A request it refuses changes nothing. `now` is the clock SAS tokens expire by.
     public init(
         answer: @escaping @Sendable (_ deviceHandle: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept },
+        operation: @escaping @Sendable (_ operation: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept },
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.answer = answer
+        self.operationAnswer = operation
         self.now = now
     }
 
@@ -76,47 +116,140 @@ public final class LocalNotificationHubs: Sendable {
         return nil
     }
 
+    /// What every request must get right first: this hub, a known `api-version`, a valid SAS token.
+    private func admission(_ request: Request, _ context: BasicRequestContext) -> Response? {
+        guard context.parameters.get("hub") == hub else { return refuse(404, "no such hub") }
+        guard let version = request.uri.queryParameters["api-version"].map(String.init), Self.apiVersions.contains(version) else {
+            return refuse(400, "api-version missing or unknown")
+        }
+        let requestURI = "https://\(request.head.authority ?? "")\(request.uri.path)"
+        if let why = refusal(ofSAS: request.headers[.authorization], requestURI: requestURI) { return refuse(401, why) }
+        return nil
+    }
+
+    private static func field(_ request: Request, _ name: String) -> String? {
+        HTTPField.Name(name).flatMap { request.headers[$0] }
+    }
+
     public var router: Router<BasicRequestContext> {
         let router = Router()
-        router.post("/:hub/messages") { [self] request, context -> Response in
-            guard context.parameters.get("hub") == hub else { return refuse(404, "no such hub") }
-            guard let version = request.uri.queryParameters["api-version"].map(String.init), Self.apiVersions.contains(version) else {
-                return refuse(400, "api-version missing or unknown")
+        router.put("/:hub/installations/:id") { [self] request, context -> Response in
+            if let refused = admission(request, context) { return refused }
+            guard let id = context.parameters.get("id") else { return refuse(404, "no installation id") }
+            let contentType = (request.headers[.contentType] ?? "").lowercased().replacingOccurrences(of: " ", with: "")
+            guard mediaType(request.headers[.contentType]) == "application/json",
+                !contentType.contains("charset=") || contentType.hasSuffix("charset=utf-8")
+            else { return refuse(400, "content type is not application/json") }
+            let bytes = try await request.body.collect(upTo: 1_000_000)
+            guard let object = try? JSONSerialization.jsonObject(with: Data(String(buffer: bytes).utf8)) as? [String: Any] else {
+                return refuse(400, "the installation is no JSON object")
             }
-            guard request.uri.queryParameters["direct"] != nil else { return refuse(400, "not a direct send (?direct)") }
-            let requestURI = "https://\(request.head.authority ?? "")\(request.uri.path)"
-            if let why = refusal(ofSAS: request.headers[.authorization], requestURI: requestURI) { return refuse(401, why) }
-            func field(_ name: String) -> String? { HTTPField.Name(name).flatMap { request.headers[$0] } }
+            if let why = NotificationHubsRules.installationViolation(object, id: id) { return refuse(400, "installation: \(why)") }
+            let installation = Installation(
+                installationId: id, platform: (object["platform"] as? String ?? "").lowercased(),
+                pushChannel: object["pushChannel"] as? String ?? "", tags: (object["tags"] as? [Any] ?? []).compactMap { $0 as? String })
+            let operation = "PUT installations/\(id)"
+            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations] in
+                let existed = installations.withLockedValue { stored in
+                    let existed = stored[id] != nil
+                    stored[id] = installation
+                    return existed
+                }
+                return Response(status: existed ? .ok : .created)
+            }
+        }
+        router.get("/:hub/installations/:id") { [self] request, context -> Response in
+            if let refused = admission(request, context) { return refused }
+            guard let id = context.parameters.get("id") else { return refuse(404, "no installation id") }
+            let operation = "GET installations/\(id)"
+            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations] in
+                guard let installation = installations.withLockedValue({ $0[id] }) else { return Response(status: .notFound) }
+                return Response(
+                    status: .ok, headers: [.contentType: "application/json"],
+                    body: .init(byteBuffer: ByteBuffer(string: LocalNotificationHubs.json(installation))))
+            }
+        }
+        router.delete("/:hub/installations/:id") { [self] request, context -> Response in
+            if let refused = admission(request, context) { return refused }
+            guard let id = context.parameters.get("id") else { return refuse(404, "no installation id") }
+            let operation = "DELETE installations/\(id)"
+            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations] in
+                // 204 whether or not it was there, as the reference says.
+                installations.withLockedValue { _ = $0.removeValue(forKey: id) }
+                return Response(status: .noContent)
+            }
+        }
+        router.post("/:hub/messages") { [self] request, context -> Response in
+            if let refused = admission(request, context) { return refused }
             guard mediaType(request.headers[.contentType]) == "application/json",
                 (request.headers[.contentType] ?? "").lowercased().replacingOccurrences(of: " ", with: "").hasSuffix("charset=utf-8")
             else { return refuse(400, "content type is not application/json;charset=utf-8") }
-            guard let format = field("ServiceBusNotification-Format")?.lowercased(), ["apple", "fcmv1"].contains(format) else {
+            guard let format = LocalNotificationHubs.field(request, "ServiceBusNotification-Format")?.lowercased(), ["apple", "fcmv1"].contains(format) else {
                 return refuse(400, "ServiceBusNotification-Format is not apple or fcmv1")
             }
-            guard let handle = field("ServiceBusNotification-DeviceHandle"), !handle.isEmpty else {
-                return refuse(400, "no ServiceBusNotification-DeviceHandle")
+            let direct = request.uri.queryParameters["direct"] != nil
+            let handle = LocalNotificationHubs.field(request, "ServiceBusNotification-DeviceHandle")
+            let tags = LocalNotificationHubs.field(request, "ServiceBusNotification-Tags")
+            let clauses: [[String]]
+            if direct {
+                guard let handle, !handle.isEmpty else { return refuse(400, "no ServiceBusNotification-DeviceHandle") }
+                clauses = []
+            } else {
+                guard handle == nil else { return refuse(400, "a device handle on a send that is not direct (?direct)") }
+                guard let tags else { return refuse(400, "a broadcast: a send that is not direct names ServiceBusNotification-Tags here") }
+                guard let parsed = NotificationHubsRules.clauses(tags) else {
+                    return refuse(400, "ServiceBusNotification-Tags is no tag expression of at most 20 tags ORed or 6 with AND")
+                }
+                clauses = parsed
             }
             let bytes = try await request.body.collect(upTo: 1_000_000)
             guard bytes.readableBytes <= 64 * 1024 else { return refuse(413, "over 64 KB") }
             let body = String(buffer: bytes)
-            guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
-                return refuse(400, "the payload is no JSON object")
+            if let why = LocalNotificationHubs.payloadViolation(request, format: format, body: body) { return refuse(400, why) }
+            if direct, let handle {
+                received.withLockedValue { $0.append(Received(format: format, deviceHandle: handle, payload: body)) }
+                return try await scripted(answer(handle, attempts.next(handle))) { Response(status: .created) }
             }
-            if format == "apple" {
-                guard object["aps"] is [String: Any] else { return refuse(400, "apple payload without an aps dictionary") }
-                if let pushType = field("apns-push-type"), !LocalAPNs.pushTypes.contains(pushType) { return refuse(400, "apns-push-type") }
-                if let priority = field("apns-priority"), !["10", "5", "1"].contains(priority) { return refuse(400, "apns-priority") }
-                if let collapse = field("apns-collapse-id"), collapse.utf8.count > 64 { return refuse(400, "apns-collapse-id over 64 bytes") }
-                if let expiry = field("ServiceBusNotification-Apns-Expiry"), RFC3339.date(expiry) == nil {
-                    return refuse(400, "ServiceBusNotification-Apns-Expiry is not a W3C date")
+            let expression = tags ?? ""
+            let operation = "POST tags \(expression)"
+            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations, tagSends] in
+                let platform = NotificationHubsRules.platform(ofFormat: format)
+                let reached = installations.withLockedValue { stored in
+                    stored.values.filter { $0.platform == platform && NotificationHubsRules.matches(clauses, tags: $0.tags) }.map(\.installationId).sorted()
                 }
-            } else if let violation = FCMMessageRules.checkRequest(object, target: false) {
-                return refuse(400, "fcmv1 payload: \(violation.field): \(violation.description)")
+                tagSends.withLockedValue { $0.append(TagSend(format: format, tags: expression, payload: body, reached: reached)) }
+                return Response(status: .created)
             }
-            received.withLockedValue { $0.append(Received(format: format, deviceHandle: handle, payload: body)) }
-            let attempt = attempts.next(handle)
-            return try await scripted(answer(handle, attempt)) { Response(status: .created) }
         }
         return router
+    }
+
+    /// Why the hub (or the platform behind it) would refuse this payload in `format`.
+    private static func payloadViolation(_ request: Request, format: String, body: String) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else {
+            return "the payload is no JSON object"
+        }
+        if format == "apple" {
+            guard object["aps"] is [String: Any] else { return "apple payload without an aps dictionary" }
+            if let pushType = field(request, "apns-push-type"), !LocalAPNs.pushTypes.contains(pushType) { return "apns-push-type" }
+            if let priority = field(request, "apns-priority"), !["10", "5", "1"].contains(priority) { return "apns-priority" }
+            if let collapse = field(request, "apns-collapse-id"), collapse.utf8.count > 64 { return "apns-collapse-id over 64 bytes" }
+            if let expiry = field(request, "ServiceBusNotification-Apns-Expiry"), RFC3339.date(expiry) == nil {
+                return "ServiceBusNotification-Apns-Expiry is not a W3C date"
+            }
+        } else if let violation = FCMMessageRules.checkRequest(object, target: false) {
+            return "fcmv1 payload: \(violation.field): \(violation.description)"
+        }
+        return nil
+    }
+
+    /// An installation as GET answers it.
+    static func json(_ installation: Installation) -> String {
+        let object: [String: Any] = [
+            "installationId": installation.installationId, "platform": installation.platform, "pushChannel": installation.pushChannel,
+            "tags": installation.tags, "expiredPushChannel": false,
+        ]
+        let data = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
     }
 }

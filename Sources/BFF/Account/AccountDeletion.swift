@@ -22,6 +22,8 @@ struct AccountDeletion: Sendable {
     /// Whether RevenueCat is configured: only then is there a customer to remove.
     let removesStoreCustomer: Bool
     let logger: Logger
+    /// On the Notification Hubs route, the learner's installations are deleted by jobs enqueued here.
+    var installations: InstallationMirror = .off
 
     /// How recent the session's interactive login must be.
     static let reauthenticationWindow: TimeInterval = 600
@@ -86,6 +88,15 @@ struct AccountDeletion: Sendable {
                     // Not tied to the user (its row is about to go): the job holds the id only until it has run.
                     try await JobQueue.enqueue(
                         SubscriptionSync.deleteCustomerKind, SubscriptionSync.CustomerArgs(appUserID: user), on: connection, logger: logger)
+                }
+                if installations.isOn {
+                    // The tokens cascade with the user; their devices' installations are removed by
+                    // jobs tied to no user, which the cascade leaves in place.
+                    var devices: [String] = []
+                    for try await device in try await connection.query(
+                        "SELECT device_id FROM push_tokens WHERE user_id = \(userID)", logger: logger
+                    ).decode(String.self) { devices.append(device) }
+                    try await installations.enqueue(devices: devices, on: connection, logger: logger)
                 }
                 var deletedAt = Date()
                 for try await at in try await connection.query(

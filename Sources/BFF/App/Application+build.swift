@@ -69,7 +69,8 @@ public struct AppDependencies: Sendable {
         chatCreation = ChatCreation(database: database, repository: chats)
         settings = SettingsStore(database: database, recalls: features.recalls)
         catalogue = CatalogueStore(database: database)
-        pushTokens = PushTokenStore(database: database)
+        let installations = InstallationMirror(route: configuration.base.pushRoute)
+        pushTokens = PushTokenStore(database: database, installations: installations)
         recallStore = RecallStore(database: database, scheduler: features.recalls)
         let subscriptions = features.subscriptionSync.store
         turns = ChatTurn(
@@ -79,7 +80,7 @@ public struct AppDependencies: Sendable {
         inbox = RevenueCatInbox(database: database, logger: logger)
         accountDeletion = AccountDeletion(
             database: database, revokedSessions: revokedSessions, removesStoreCustomer: configuration.features.subscriptions.apiKey != nil,
-            logger: logger)
+            logger: logger, installations: installations)
         accountExport = AccountExport(database: database, logger: logger)
         sightings = DeviceSightings(database: database, logger: logger)
         openAPIDocument = FileManager.default.contents(atPath: configuration.openAPIFile)

@@ -7,8 +7,8 @@ import Logging
 // secrets: the migrate Job its database URL, the worker no OIDC client or signing keys. The parts
 // below compose into each command's configuration; deploy/README.md lists what each command reads.
 
-/// What every command reads: where the database is, its pool, the migrations and the log level.
-/// `bff migrate`, `bff jobs list|retry|discard` and `bff auth revoke` read nothing else.
+/// What every command reads: where the database is, its pool, the migrations, the log level and the
+/// push route. `bff migrate`, `bff jobs list|retry|discard` and `bff auth revoke` read nothing else.
 public struct BaseConfiguration: Sendable {
     public var logLevel: Logger.Level
     public var database: DatabaseURL
@@ -16,6 +16,9 @@ public struct BaseConfiguration: Sendable {
     public var databaseTimeout: Duration
     /// `BFF_MIGRATIONS_DIR`; unset: `migrations/` beside the executable, else `./migrations`.
     public var migrationsDirectory: String
+    /// `BFF_PUSH_ROUTE`: on the hub's route, whatever changes push tokens (the API, the sign-outs,
+    /// `bff auth revoke`) enqueues the hub's installation mirrors with its change.
+    var pushRoute: PushRoute
 
     public init(environment: [String: String]) throws {
         try self.init(EnvironmentReader(environment))
@@ -31,6 +34,7 @@ public struct BaseConfiguration: Sendable {
         databasePoolSize = try reader.int("BFF_DATABASE_POOL_SIZE", default: 20, range: 1...500)
         databaseTimeout = .seconds(try reader.int("BFF_DATABASE_TIMEOUT", default: 5, range: 1...120))
         migrationsDirectory = reader.optional("BFF_MIGRATIONS_DIR") ?? Self.defaultMigrationsDirectory()
+        pushRoute = try PushRoute(reader)
     }
 
     /// The image ships `migrations/` beside `bff`, and an operator's shell may stand anywhere; a

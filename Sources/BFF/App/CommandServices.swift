@@ -25,7 +25,7 @@ public struct BaseServices: Sendable {
         database = Database(configuration, logger: logger)
         migrator = try Migrator(directory: configuration.migrationsDirectory, logger: logger)
         limiter = RateLimiter(database: database)
-        identity = IdentityStore(database: database)
+        identity = IdentityStore(database: database, installations: InstallationMirror(route: configuration.pushRoute))
     }
 
     /// Runs `body` with the pools running, after checking that the schema is this build's.
@@ -86,13 +86,17 @@ public struct FeatureServices: Sendable {
     func jobs(retention: Duration) -> AppJobs {
         let database = base.database
         let logger = base.logger
+        let installations = pushSenders.hubClient.map {
+            [InstallationMirrorJob(tokens: PushTokenStore(database: database), hub: $0, logger: logger).handler]
+        }
         return AppJobs(
             handlers: RecallDelivery(
                 database: database, senders: pushSenders, deepLinkBase: configuration.deepLinkBase,
                 pushConcurrency: configuration.pushConcurrency, logger: logger
             ).handlers
                 + (llm.map { [TagExtraction(database: database, llm: $0, logger: logger).handler] } ?? [])
-                + subscriptionSync.handlers,
+                + subscriptionSync.handlers
+                + (installations ?? []),
             periodic: [MaintenanceJob.periodic(base, retention: retention)] + subscriptionSync.periodic)
     }
 }

@@ -34,6 +34,9 @@ struct DeviceRecord: Sendable, Equatable {
 /// only housekeeping and the revocation poll read across users, and never into a response.
 struct IdentityStore: Sendable {
     let database: Database
+    /// On the Notification Hubs route, every push token a sign-out or take-over removes enqueues its
+    /// device's mirror in the same transaction.
+    var installations: InstallationMirror = .off
 
     func createLogin(state: String, login: PendingLogin, lifetime: TimeInterval) async throws -> Date {
         let stateHash = Digest.sha256(state)
@@ -192,7 +195,12 @@ struct IdentityStore: Sendable {
                 let tokens = try await connection.query(
                     "DELETE FROM push_tokens WHERE device_id = \(deviceID) AND user_id <> \(userID) RETURNING user_id",
                     logger: database.logger)
-                for try await user in tokens.decode(UUID.self) { previous.insert(user) }
+                var untokened = false
+                for try await user in tokens.decode(UUID.self) {
+                    previous.insert(user)
+                    untokened = true
+                }
+                if untokened { try await installations.enqueue(devices: [deviceID], on: connection, logger: database.logger) }
                 takeover.previousUsers = previous.sorted { $0.uuidString < $1.uuidString }
                 return takeover
             }
@@ -248,8 +256,7 @@ struct IdentityStore: Sendable {
                 var found = !families.isEmpty
                 for try await _ in deleted { found = true }
                 guard found else { return nil }
-                _ = try await connection.query(
-                    "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
+                try await untoken(userID: userID, deviceID: deviceID, on: connection)
                 return families
             }
         }
@@ -264,10 +271,18 @@ struct IdentityStore: Sendable {
                     UPDATE refresh_families SET revoked_at = now(), revoked_reason = 'logout'
                     WHERE id = \(familyID) AND user_id = \(userID) AND revoked_at IS NULL
                     """, logger: database.logger)
-                _ = try await connection.query(
-                    "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID)", logger: database.logger)
+                try await untoken(userID: userID, deviceID: deviceID, on: connection)
             }
         }
+    }
+
+    /// Deletes the user's push token on the device and enqueues the device's mirror when there was one.
+    private func untoken(userID: UUID, deviceID: String, on connection: PostgresConnection) async throws {
+        let gone = try await connection.query(
+            "DELETE FROM push_tokens WHERE user_id = \(userID) AND device_id = \(deviceID) RETURNING device_id", logger: database.logger)
+        var devices: [String] = []
+        for try await device in gone.decode(String.self) { devices.append(device) }
+        try await installations.enqueue(devices: devices, on: connection, logger: database.logger)
     }
 
     /// Revokes the live families of a user, and their push tokens: a signed-out device gets no
@@ -275,20 +290,21 @@ struct IdentityStore: Sendable {
     /// how many families.
     @discardableResult
     func revokeUser(userID: UUID, reason: String) async throws -> Int {
-        try await count(
+        try await revoke(
             """
             WITH revoked AS (
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
                 WHERE user_id = \(userID) AND revoked_at IS NULL
                 RETURNING id
             ), untokened AS (
-                DELETE FROM push_tokens WHERE user_id = \(userID)
+                DELETE FROM push_tokens WHERE user_id = \(userID) RETURNING device_id
             )
-            SELECT id FROM revoked
+            SELECT (SELECT count(*) FROM revoked)::int, (SELECT coalesce(array_agg(device_id), '{}') FROM untokened)
             """)
     }
 
-    /// Back-channel logout in one statement: remembers the token's `jti` and revokes the issuer's live
+    /// Back-channel logout in one statement (and, on the hub route, the mirrors of the devices it
+    /// took push tokens from, in its transaction): remembers the token's `jti` and revokes the issuer's live
     /// families of `subject` (only those of `idpSessionID` when given) or, without a subject, those of
     /// `idpSessionID`; returns the families it revoked. Nil when the token was acted on before: then
     /// nothing is revoked again, so a replay cannot end the sessions begun since. A failure leaves
@@ -303,45 +319,52 @@ struct IdentityStore: Sendable {
         idpSessionID: String?
     ) async throws -> [UUID]? {
         try await database.run { client in
-            let rows = try await client.query(
-                """
-                WITH first_delivery AS (
-                    INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
-                    ON CONFLICT (issuer, jti) DO NOTHING
-                    RETURNING jti
-                ), revoked AS (
-                    UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
-                    FROM users u
-                    WHERE EXISTS (SELECT 1 FROM first_delivery)
-                      AND u.id = f.user_id AND u.issuer = \(issuer) AND f.revoked_at IS NULL
-                      AND (\(idpSessionID)::text IS NOT NULL OR f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway)))
-                      AND (\(subject)::text IS NULL OR u.subject = \(subject))
-                      AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
-                    RETURNING f.id, f.user_id, f.device_id
-                ), untokened AS (
-                    -- The signed-out devices' push tokens go with their sessions, as at logout.
-                    DELETE FROM push_tokens p USING revoked r WHERE p.user_id = r.user_id AND p.device_id = r.device_id
-                )
-                SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT coalesce(array_agg(id), '{}') FROM revoked)
-                """)
-            for try await (first, revoked) in rows.decode((Int, [UUID]).self) { return first == 1 ? revoked : nil }
-            throw DatabaseUnavailable(reason: "back-channel logout returned no row")
+            try await client.withTransaction(logger: database.logger) { connection -> [UUID]? in
+                let rows = try await connection.query(
+                    """
+                    WITH first_delivery AS (
+                        INSERT INTO oidc_logout_tokens (issuer, jti, expires_at) VALUES (\(issuer), \(jti), \(keepUntil))
+                        ON CONFLICT (issuer, jti) DO NOTHING
+                        RETURNING jti
+                    ), revoked AS (
+                        UPDATE refresh_families f SET revoked_at = now(), revoked_reason = 'backchannel_logout'
+                        FROM users u
+                        WHERE EXISTS (SELECT 1 FROM first_delivery)
+                          AND u.id = f.user_id AND u.issuer = \(issuer) AND f.revoked_at IS NULL
+                          AND (\(idpSessionID)::text IS NOT NULL OR f.created_at <= \(issuedAt) + make_interval(secs => \(OIDCClient.leeway)))
+                          AND (\(subject)::text IS NULL OR u.subject = \(subject))
+                          AND (\(idpSessionID)::text IS NULL OR f.idp_sid = \(idpSessionID))
+                        RETURNING f.id, f.user_id, f.device_id
+                    ), untokened AS (
+                        -- The signed-out devices' push tokens go with their sessions, as at logout.
+                        DELETE FROM push_tokens p USING revoked r WHERE p.user_id = r.user_id AND p.device_id = r.device_id
+                        RETURNING p.device_id
+                    )
+                    SELECT (SELECT count(*) FROM first_delivery)::int, (SELECT coalesce(array_agg(id), '{}') FROM revoked),
+                           (SELECT coalesce(array_agg(device_id), '{}') FROM untokened)
+                    """, logger: database.logger)
+                var answer: (first: Int, revoked: [UUID], devices: [String])?
+                for try await row in rows.decode((Int, [UUID], [String]).self) { answer = (row.0, row.1, row.2) }
+                guard let answer else { throw DatabaseUnavailable(reason: "back-channel logout returned no row") }
+                try await installations.enqueue(devices: answer.devices, on: connection, logger: database.logger)
+                return answer.first == 1 ? answer.revoked : nil
+            }
         }
     }
 
     /// Operator revocation of one device's sessions, whoever owns it, and the device's push tokens.
     @discardableResult
     func revokeDevice(deviceID: String, reason: String) async throws -> Int {
-        try await count(
+        try await revoke(
             """
             WITH revoked AS (
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
                 WHERE device_id = \(deviceID) AND revoked_at IS NULL
                 RETURNING id
             ), untokened AS (
-                DELETE FROM push_tokens WHERE device_id = \(deviceID)
+                DELETE FROM push_tokens WHERE device_id = \(deviceID) RETURNING device_id
             )
-            SELECT id FROM revoked
+            SELECT (SELECT count(*) FROM revoked)::int, (SELECT coalesce(array_agg(device_id), '{}') FROM untokened)
             """)
     }
 
@@ -363,12 +386,19 @@ struct IdentityStore: Sendable {
         }
     }
 
-    /// Runs a statement with `RETURNING` and counts the rows it touched.
-    private func count(_ query: PostgresQuery) async throws -> Int {
+    /// Runs a revocation that answers how many families it revoked and the devices whose push tokens
+    /// it deleted, and enqueues those devices' mirrors in its transaction; returns the count.
+    private func revoke(_ query: PostgresQuery) async throws -> Int {
         try await database.run { client in
-            var count = 0
-            for try await _ in try await client.query(query) { count += 1 }
-            return count
+            try await client.withTransaction(logger: database.logger) { connection -> Int in
+                var answer: (families: Int, devices: [String])?
+                for try await row in try await connection.query(query, logger: database.logger).decode((Int, [String]).self) {
+                    answer = (row.0, row.1)
+                }
+                guard let answer else { throw DatabaseUnavailable(reason: "revocation returned no row") }
+                try await installations.enqueue(devices: answer.devices, on: connection, logger: database.logger)
+                return answer.families
+            }
         }
     }
 }

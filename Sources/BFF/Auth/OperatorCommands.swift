@@ -83,7 +83,8 @@ extension Commands {
     public static func revoke(environment: [String: String], userID: UUID?, deviceID: String?) async throws -> Int {
         // The database alone (no migrations folder needed): the one service this tool builds.
         let database = try operatorDatabase(environment: environment)
-        let identity = IdentityStore(database: database)
+        let route = try BaseConfiguration(environment: environment).pushRoute
+        let identity = IdentityStore(database: database, installations: InstallationMirror(route: route))
         return try await withDatabase(database) { _ in
             if let userID { return try await identity.revokeUser(userID: userID, reason: "operator") }
             if let deviceID { return try await identity.revokeDevice(deviceID: deviceID, reason: "operator") }

@@ -38,14 +38,14 @@ public struct PushConfiguration: Sendable {
         }
         fcmCredentialsFile = reader.optional("BFF_FCM_CREDENTIALS_FILE")
         fcmBaseURL = try Self.baseURL(reader, "BFF_FCM_BASE_URL", default: "https://fcm.googleapis.com")
-        switch reader.string("BFF_PUSH_ROUTE", default: "direct") {
-        case "direct":
+        switch try PushRoute(reader) {
+        case .direct:
             // A hub's settings without its route would leave pushes off while the operator thinks
             // the hub delivers them.
             for name in ["BFF_NH_CONNECTION_STRING", "BFF_NH_HUB"] where reader.optional(name) != nil {
                 throw ConfigurationError("BFF_PUSH_ROUTE", "must be notification-hubs when \(name) is set")
             }
-        case "notification-hubs":
+        case .notificationHubs:
             guard let text = reader.optional("BFF_NH_CONNECTION_STRING") else {
                 throw ConfigurationError("BFF_NH_CONNECTION_STRING", "is required with BFF_PUSH_ROUTE=notification-hubs")
             }
@@ -58,8 +58,6 @@ public struct PushConfiguration: Sendable {
                 hub.utf8.count <= 260
             else { throw ConfigurationError("BFF_NH_HUB", "must name the hub (letters, digits, . _ -)") }
             notificationHubs = (connection, hub)
-        case let other:
-            throw ConfigurationError("BFF_PUSH_ROUTE", "must be direct or notification-hubs, got \"\(other)\"")
         }
     }
 
@@ -83,6 +81,7 @@ extension PushSenders {
         if let hubs = configuration.notificationHubs {
             // The hub holds the APNs and FCM credentials; this process needs none of its own.
             self.notificationHubs = NotificationHubsSender(connection: hubs.connection, hub: hubs.hub, http: http)
+            self.hubClient = NotificationHubsClient(connection: hubs.connection, hub: hubs.hub, http: http)
             return
         }
         if let apns = configuration.apns {

@@ -46,6 +46,8 @@ struct PushSenders: Sendable {
     var apns: (any PushSender)?
     var fcm: (any PushSender)?
     var notificationHubs: (any PushSender)?
+    /// The hub's installations and tag sends; set exactly when `notificationHubs` is.
+    var hubClient: NotificationHubsClient?
 
     /// Nil when nothing can deliver to this provider: its deliveries wait.
     func sender(for provider: PushTokenRegistration.Provider) -> (any PushSender)? {

@@ -3,6 +3,7 @@ import BFFWire
 import Crypto
 import Foundation
 import NIOCore
+import NIOHTTP1
 import _CryptoExtras
 
 @testable import BFF
@@ -38,10 +39,15 @@ enum StandInRequests {
     }
 
     static func post(_ url: String, headers: [(String, String)], body: String, http: HTTPClient) async throws -> Answer {
+        try await send(.POST, url, headers: headers, body: body, http: http)
+    }
+
+    /// `method url` with `headers` and, when given, `body`; the answer whatever its status.
+    static func send(_ method: HTTPMethod, _ url: String, headers: [(String, String)], body: String?, http: HTTPClient) async throws -> Answer {
         var request = HTTPClientRequest(url: url)
-        request.method = .POST
+        request.method = method
         for (name, value) in headers { request.headers.add(name: name, value: value) }
-        request.body = .bytes(ByteBuffer(string: body))
+        if let body { request.body = .bytes(ByteBuffer(string: body)) }
         let response = try await http.execute(request, timeout: .seconds(20))
         return Answer(status: Int(response.status.code), body: String(buffer: try await response.body.collect(upTo: 1 << 20)))
     }

@@ -1,0 +1,316 @@
+import Foundation
+import HTTPTypes
+import HummingbirdTesting
+import PostgresNIO
+import StandIns
+import Testing
+
+@testable import BFF
+@testable import BFFJobs
+@testable import BFFPlatform
+
+/// The Notification Hubs route's installations against a real database, job runtime and the local
+/// hub: every change of push tokens enqueues its devices' mirrors in its own transaction, and the
+/// jobs leave the hub with what the database holds, through the hub's faults.
+@Suite("Notification Hubs installation mirrors", .needsDatabase, .timeLimit(.minutes(3)))
+struct InstallationMirrorTests {
+    let database: DatabaseURL
+    let tls: LocalTLS
+
+    init() async throws {
+        database = try await TestDatabases.shared.makeMigrated()
+        tls = try LocalTLS.make()
+    }
+
+    struct Mirror: Sendable, Equatable {
+        let device: String
+        let user: UUID?
+        let state: String
+        let attempt: Int
+        let error: String?
+    }
+
+    /// The mirror jobs, oldest first.
+    func mirrors() async throws -> [Mirror] {
+        try await database.withClient { client in
+            var rows: [Mirror] = []
+            for try await (device, user, state, attempt, error) in try await client.query(
+                "SELECT args->>'deviceID', user_id, state, attempt, last_error FROM jobs WHERE kind = \(InstallationMirror.kind) ORDER BY id"
+            ).decode((String, UUID?, String, Int, String?).self) {
+                rows.append(Mirror(device: device, user: user, state: state, attempt: attempt, error: error))
+            }
+            return rows
+        }
+    }
+
+    func hubEnvironment(_ hubs: LocalNotificationHubs, base: String) -> [String: String] {
+        [
+            "BFF_PUSH_ROUTE": "notification-hubs", "BFF_NH_CONNECTION_STRING": hubs.connectionString(base: base), "BFF_NH_HUB": hubs.hub,
+            "BFF_OUTBOUND_CA_FILE": tls.certificatePath,
+            // The test runs the mirrors itself, after looking at what was enqueued.
+            "BFF_JOBS_CONCURRENCY": "0",
+        ]
+    }
+
+    func hubClient(_ hubs: LocalNotificationHubs, base: String, key: String? = nil) throws -> NotificationHubsClient {
+        var text = hubs.connectionString(base: base)
+        if let key { text = text.replacingOccurrences(of: hubs.key, with: key) }
+        let connection = try #require(NotificationHubsSender.Connection(connectionString: text))
+        return NotificationHubsClient(connection: connection, hub: hubs.hub, http: try OutboundHTTP.client(extraCAFile: tls.certificatePath))
+    }
+
+    /// Runs the queued mirrors with a worker of their kind alone until none is waiting.
+    func runMirrors(_ hubs: LocalNotificationHubs, base: String, key: String? = nil) async throws {
+        let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2)), timeout: .seconds(10))
+        let job = InstallationMirrorJob(tokens: PushTokenStore(database: pool), hub: try hubClient(hubs, base: base, key: key), logger: TestEnvironment.quietLogger)
+        var configuration = JobRuntimeConfiguration(concurrency: 4, pollInterval: .milliseconds(100), lease: .seconds(30), drain: .seconds(2))
+        configuration.backoff = Backoff(base: .milliseconds(20), cap: .milliseconds(200))
+        let worker = JobWorker(
+            database: pool, databaseURL: database, handlers: [job.handler], configuration: configuration, logger: TestEnvironment.quietLogger)
+        try await Commands.withDatabase(pool.client) { _ in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { try await worker.run() }
+                defer { worker.stop() }
+                #expect(try await eventually { try await mirrors().allSatisfy { $0.state == "completed" || $0.state == "dead" } })
+            }
+        }
+    }
+
+    static func tag(_ userID: UUID) -> String { "user:\(userID.uuidString.lowercased())" }
+
+    @Test("registering, a new token and unregistering each enqueue the device's mirror; run, they leave the hub with the device's installation, then none")
+    func registration() async throws {
+        let learner = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let fcm = PushRegistrationTests.fcmToken("aiko-phone-1")
+                let register = PushRegistrationTests.body(fcm, device: learner.deviceID)
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
+                // The app registers on every launch: an unchanged registration enqueues nothing more.
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
+                #expect(try await mirrors().map(\.device) == [learner.deviceID])
+                // Tied to no user: the mirror of a deleted account's device must outlive its rows.
+                #expect(try await mirrors().map(\.user) == [nil])
+                try await runMirrors(hubs, base: base)
+                #expect(
+                    hubs.installations.withLockedValue { $0 } == [
+                        learner.deviceID: .init(installationId: learner.deviceID, platform: "fcmv1", pushChannel: fcm, tags: [Self.tag(learner.id)])
+                    ])
+
+                let apns = PushRegistrationTests.body(PushRegistrationTests.apnsToken, device: learner.deviceID, provider: "apns")
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: apns).status == .noContent)
+                #expect(try await mirrors().count == 2)
+                try await runMirrors(hubs, base: base)
+                #expect(
+                    hubs.installations.withLockedValue { $0[learner.deviceID] }
+                        == .init(
+                            installationId: learner.deviceID, platform: "apns", pushChannel: PushRegistrationTests.apnsToken,
+                            tags: [Self.tag(learner.id)]))
+
+                let unregister = PushRegistrationTests.unregistration(PushRegistrationTests.apnsToken)
+                #expect(try await client.call(.post, "/api/v1/push/unregister", as: learner, json: unregister).status == .noContent)
+                #expect(try await mirrors().count == 3)
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+                #expect(try await mirrors().allSatisfy { $0.state == "completed" })
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("a token registered by another account moves its installation's tag to that account")
+    func tokenMoves() async throws {
+        let aiko = try await Learner.make(database: database)
+        let ben = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let token = PushRegistrationTests.fcmToken("shared-phone")
+                for learner in [aiko, ben] {
+                    let body = PushRegistrationTests.body(token, device: learner.deviceID, platform: "android")
+                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+                }
+                // Ben's registration mirrors his device and the one the token left.
+                #expect(Set(try await mirrors().map(\.device)) == [aiko.deviceID, ben.deviceID])
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0 }.mapValues(\.tags) == [ben.deviceID: [Self.tag(ben.id)]])
+            }
+        }
+    }
+
+    @Test("logout and account deletion each enqueue the device's mirror; run, the hub keeps no installation of theirs")
+    func signOutAndDeletion() async throws {
+        let aiko = try await Learner.make(database: database)
+        let ben = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                for learner in [aiko, ben] {
+                    let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("phone-\(learner.id)"), device: learner.deviceID)
+                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+                }
+                try await runMirrors(hubs, base: base)
+                #expect(Set(hubs.installations.withLockedValue { $0.keys }) == [aiko.deviceID, ben.deviceID])
+
+                #expect(try await client.call(.post, "/api/v1/auth/logout", as: aiko).status == .noContent)
+                #expect(try await mirrors().map(\.device).last == aiko.deviceID)
+                #expect(try await mirrors().count == 3)
+                let deleted = try await client.call(.delete, "/api/v1/me", as: ben)
+                #expect(deleted.status == .ok, "\(deleted.text)")
+                // Ben's rows and the jobs tied to him are gone; his device's mirror is not.
+                #expect(try await mirrors().map(\.device).last == ben.deviceID)
+                #expect(try await mirrors().count == 4)
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("bff auth revoke enqueues the mirrors of the devices whose tokens it took")
+    func operatorRevocation() async throws {
+        let aiko = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let environment = hubEnvironment(hubs, base: base)
+            let app = try await makeTestApp(database: database, environment: environment)
+            try await app.live { client in
+                let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-tablet"), device: aiko.deviceID, platform: "android")
+                #expect(try await client.call(.post, "/api/v1/push/register", as: aiko, json: body).status == .noContent)
+            }
+            let revoke = TestEnvironment.serverEnvironment(database: database, environment.merging(["BFF_LOG_LEVEL": "critical"]) { $1 })
+            #expect(try await Commands.revoke(environment: revoke, userID: aiko.id, deviceID: nil) == 1)
+            #expect(try await mirrors().map(\.device) == [aiko.deviceID, aiko.deviceID])
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+        }
+    }
+
+    @Test("a change that does not commit enqueues nothing: the mirror is in the change's transaction")
+    func rolledBack() async throws {
+        let learner = try await Learner.make(database: database)
+        // Refused at COMMIT, after the registration's statements and its enqueue have all run.
+        try await database.withClient { client in
+            _ = try await client.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE FUNCTION test_refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN RAISE EXCEPTION 'refused at commit'; END $$
+                        """))
+            _ = try await client.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        CREATE CONSTRAINT TRIGGER test_refuse_commit AFTER INSERT ON push_tokens
+                        DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION test_refuse_commit()
+                        """))
+        }
+        let hubs = LocalNotificationHubs()
+        let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: "https://localhost:1"))
+        try await app.live { client in
+            let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status != .noContent)
+            #expect(try await PushRegistrationTests.rows(in: database).isEmpty)
+            #expect(try await mirrors().isEmpty)
+            try await database.withClient { client in
+                _ = try await client.query(PostgresQuery(unsafeSQL: "DROP TRIGGER test_refuse_commit ON push_tokens"))
+            }
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+            #expect(try await mirrors().map(\.device) == [learner.deviceID])
+        }
+    }
+
+    @Test("the direct route enqueues no mirror, whatever changes")
+    func directRoute() async throws {
+        let learner = try await Learner.make(database: database)
+        let app = try await makeTestApp(database: database, environment: ["BFF_JOBS_CONCURRENCY": "0"])
+        try await app.live { client in
+            let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+            #expect(try await client.call(.post, "/api/v1/auth/logout", as: learner).status == .noContent)
+        }
+        #expect(try await mirrors().isEmpty)
+    }
+
+    @Test("a hub answering 429 with Retry-After, then 200, ends with the installation, on the second attempt")
+    func throttled() async throws {
+        let learner = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs(operation: { operation, attempt in
+            operation.hasPrefix("PUT") && attempt == 1 ? .refuse(status: 429, reason: "throttled", retryAfter: 1) : .accept
+        })
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let fcm = PushRegistrationTests.fcmToken("aiko-phone-1")
+                #expect(
+                    try await client.call(.post, "/api/v1/push/register", as: learner, json: PushRegistrationTests.body(fcm, device: learner.deviceID))
+                        .status == .noContent)
+                let started = ContinuousClock.now
+                try await runMirrors(hubs, base: base)
+                // The hub asked for a second; the runtime's own backoff here is 20 ms.
+                #expect(ContinuousClock.now - started >= .seconds(1))
+                #expect(hubs.installations.withLockedValue { $0[learner.deviceID]?.pushChannel } == fcm)
+                let mirror = try #require(try await mirrors().first)
+                #expect(mirror.state == "completed" && mirror.attempt == 2, "\(mirror)")
+            }
+        }
+    }
+
+    @Test("a hub refusing our key (401) dead-letters the mirror at once, naming the configuration")
+    func refusedKey() async throws {
+        let learner = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+                try await runMirrors(hubs, base: base, key: Data(repeating: 7, count: 32).base64EncodedString())
+                let mirror = try #require(try await mirrors().first)
+                #expect(mirror.state == "dead" && mirror.attempt == 1, "\(mirror)")
+                #expect(mirror.error?.contains("configuration: 401") == true, "\(mirror)")
+                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+            }
+        }
+    }
+
+    @Test("a recall's tag send per platform reaches the learner's installations of that platform, and no one else's")
+    func tagSend() async throws {
+        let userID = UUID()
+        let other = try await Learner.make(database: database)
+        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]
+        let pairs = try await Commands.issueTokens(environment: environment, for: devices.map { (userID, $0) }, scopes: AccessTokens.allScopes)
+        let phone = Learner(id: userID, accessToken: pairs[0].accessToken)
+        let tablet = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let registrations = [
+                    (phone, PushRegistrationTests.body(PushRegistrationTests.apnsToken, device: devices[0])),
+                    (tablet, PushRegistrationTests.body(PushRegistrationTests.fcmToken("tablet-\(userID)"), device: devices[1], platform: "android")),
+                    (other, PushRegistrationTests.body(PushRegistrationTests.fcmToken("other-\(other.id)"), device: other.deviceID, platform: "android")),
+                ]
+                for (learner, body) in registrations {
+                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+                }
+            }
+            try await runMirrors(hubs, base: base)
+            let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 1)), timeout: .seconds(10))
+            let platforms = try await Commands.withDatabase(pool.client) { _ in try await PushTokenStore(database: pool).platforms(userID: userID) }
+            #expect(platforms == [.apns, .fcmv1])
+            let hub = try hubClient(hubs, base: base)
+            let message = NotificationHubsSenderTests.message
+            for platform in platforms {
+                #expect(await hub.sendRecall(message, toUser: userID, platform: platform) == .sent)
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+        #expect(hubs.tagSends.withLockedValue { $0 }.map(\.reached) == [[devices[0]], [devices[1]]])
+        #expect(hubs.tagSends.withLockedValue { $0 }.map(\.format) == ["apple", "fcmv1"])
+    }
+}
