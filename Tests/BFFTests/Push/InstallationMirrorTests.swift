@@ -71,7 +71,8 @@ struct InstallationMirrorTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { try await worker.run() }
                 defer { worker.stop() }
-                #expect(try await eventually { try await mirrors().allSatisfy { $0.state == "completed" || $0.state == "dead" } })
+                let settled = try await eventually { try await mirrors().allSatisfy { $0.state == "completed" || $0.state == "dead" } }
+                #expect(settled)
             }
         }
     }
@@ -180,7 +181,8 @@ struct InstallationMirrorTests {
             let app = try await makeTestApp(database: database, environment: environment)
             try await app.live { client in
                 let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-tablet"), device: aiko.deviceID, platform: "android")
-                #expect(try await client.call(.post, "/api/v1/push/register", as: aiko, json: body).status == .noContent)
+                let answer1 = try await client.call(.post, "/api/v1/push/register", as: aiko, json: body)
+                #expect(answer1.status == .noContent)
             }
             let revoke = TestEnvironment.serverEnvironment(database: database, environment.merging(["BFF_LOG_LEVEL": "critical"]) { $1 })
             #expect(try await Commands.revoke(environment: revoke, userID: aiko.id, deviceID: nil) == 1)
@@ -229,8 +231,10 @@ struct InstallationMirrorTests {
         let app = try await makeTestApp(database: database, environment: ["BFF_JOBS_CONCURRENCY": "0"])
         try await app.live { client in
             let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
-            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
-            #expect(try await client.call(.post, "/api/v1/auth/logout", as: learner).status == .noContent)
+            let answer2 = try await client.call(.post, "/api/v1/push/register", as: learner, json: body)
+            #expect(answer2.status == .noContent)
+            let answer3 = try await client.call(.post, "/api/v1/auth/logout", as: learner)
+            #expect(answer3.status == .noContent)
         }
         #expect(try await mirrors().isEmpty)
     }
@@ -296,7 +300,8 @@ struct InstallationMirrorTests {
                     (other, PushRegistrationTests.body(PushRegistrationTests.fcmToken("other-\(other.id)"), device: other.deviceID, platform: "android")),
                 ]
                 for (learner, body) in registrations {
-                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+                    let answer4 = try await client.call(.post, "/api/v1/push/register", as: learner, json: body)
+                    #expect(answer4.status == .noContent)
                 }
             }
             try await runMirrors(hubs, base: base)

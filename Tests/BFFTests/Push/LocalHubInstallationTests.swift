@@ -34,7 +34,7 @@ struct LocalHubInstallationTests {
         String(decoding: try! JSONSerialization.data(withJSONObject: members, options: [.sortedKeys]), as: UTF8.self)
     }
 
-    static let fcmInstallation: [String: Any] = ["installationId": device, "platform": "fcmv1", "pushChannel": fcmToken, "tags": [userTag]]
+    static var fcmInstallation: [String: Any] { ["installationId": device, "platform": "fcmv1", "pushChannel": fcmToken, "tags": [userTag]] }
 
     /// A request as the client makes it, changed by `name`; and the hub's status.
     static func request(_ name: String, _ hubs: LocalNotificationHubs, base: String) -> (Case, Int) {
@@ -75,8 +75,17 @@ struct LocalHubInstallationTests {
         // Installations: PUT.
         case "valid fcmv1 installation": return (put, 201)
         case "valid apns installation":
-            return (with { $0["platform"] = "apns"; $0["pushChannel"] = apnsToken }, 201)
-        case "platform in capitals": return (with { $0["platform"] = "APNS"; $0["pushChannel"] = apnsToken }, 201)
+            return (
+                with {
+                    $0["platform"] = "apns"; $0["pushChannel"] = apnsToken
+                }, 201
+            )
+        case "platform in capitals":
+            return (
+                with {
+                    $0["platform"] = "APNS"; $0["pushChannel"] = apnsToken
+                }, 201
+            )
         case "no SAS token": return (header(put, "authorization", nil), 401)
         case "expired SAS token": return (header(put, "authorization", sas(expiry: Date().addingTimeInterval(-60))), 401)
         case "another hub's SAS token": return (header(put, "authorization", sas(resource: "\(base)/other-hub")), 401)
@@ -188,8 +197,11 @@ struct LocalHubInstallationTests {
         let http = try OutboundHTTP.client(extraCAFile: tls.certificatePath)
         try await serveLocally(hubs.router, tls: tls) { base in
             let url = "\(base)/\(hubs.hub)/installations/\(Self.device)?api-version=\(NotificationHubsSender.apiVersion)"
-            let auth = ("authorization", NotificationHubsSender.sasToken(
-                resource: "\(base)/\(hubs.hub)", keyName: hubs.keyName, key: hubs.key, expiry: Date().addingTimeInterval(600)))
+            let auth = (
+                "authorization",
+                NotificationHubsSender.sasToken(
+                    resource: "\(base)/\(hubs.hub)", keyName: hubs.keyName, key: hubs.key, expiry: Date().addingTimeInterval(600))
+            )
             let json = ("content-type", "application/json")
             #expect(try await StandInRequests.send(.PUT, url, headers: [auth, json], body: Self.installation(Self.fcmInstallation), http: http).status == 201)
             var apns = Self.fcmInstallation
