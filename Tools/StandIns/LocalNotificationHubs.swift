@@ -70,7 +70,7 @@ public final class LocalNotificationHubs: Sendable {
 
     /// `answer` decides each direct send's answer from the device handle and its attempt (1 for the
     /// first request); `operation` every other request's, from `PUT installations/{id}`,
-    /// `GET installations/{id}`, `DELETE installations/{id}` or `POST tags {expression}` and its
+    /// `GET installations/{id}`, `DELETE installations/{id}` or `POST {format} tags {expression}` and its
     /// attempt. A request it refuses changes nothing. `now` is the clock SAS tokens expire by.
     public init(
         answer: @escaping @Sendable (_ deviceHandle: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept },
@@ -211,7 +211,7 @@ public final class LocalNotificationHubs: Sendable {
                 return try await scripted(answer(handle, attempts.next(handle))) { Response(status: .created) }
             }
             let expression = tags ?? ""
-            let operation = "POST tags \(expression)"
+            let operation = "POST \(format) tags \(expression)"
             return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations, tagSends] in
                 let platform = NotificationHubsRules.platform(ofFormat: format)
                 let reached = installations.withLockedValue { stored in

@@ -83,11 +83,19 @@ public struct RecallDelivery: Sendable {
         }
         var sendable: [(PushTarget, any PushSender)] = []
         var unserved: Set<String> = []
-        for target in recall.pending {
-            if let sender = senders.sender(for: target.provider) {
-                sendable.append((target, sender))
-            } else {
-                unserved.insert(target.provider.rawValue)
+        if let hub = senders.hubClient {
+            // The hub's route: one tag send per platform, each recorded and retried as a device is.
+            let sender = HubTagSend(hub: hub, userID: userID)
+            for unit in HubTagSend.units(for: recall.targets) where !recall.acceptedKeys.contains(PushOutcomeStore.tokenKey(unit.token)) {
+                sendable.append((unit, sender))
+            }
+        } else {
+            for target in recall.pending {
+                if let sender = senders.sender(for: target.provider) {
+                    sendable.append((target, sender))
+                } else {
+                    unserved.insert(target.provider.rawValue)
+                }
             }
         }
         let message = Self.message(recallID: args.recallID, chatID: recall.chatID, topic: recall.topic, deepLinkBase: deepLinkBase, now: now())
@@ -109,7 +117,7 @@ public struct RecallDelivery: Sendable {
             }
             answered += records
         }
-        try Self.verdict(answered, pending: recall.pending.count, unserved: unserved)
+        try Self.verdict(answered, pending: sendable.count, unserved: unserved)
     }
 
     /// How the run ends once every batch is recorded: retried while any push may still go through,

@@ -225,6 +225,90 @@ struct InstallationMirrorTests {
         }
     }
 
+    @Test("on the hub's route a due recall is one tag send per platform the learner has, recorded per platform; a throttled platform alone is sent again")
+    func recallByTag() async throws {
+        let hubs = LocalNotificationHubs(operation: { operation, attempt in
+            operation.hasPrefix("POST fcmv1 tags ") && attempt == 1 ? .refuse(status: 429, reason: "throttled", retryAfter: 1) : .accept
+        })
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            // A phone (APNs) and a tablet (FCM) of one learner.
+            let devices = try await app.live { client in try await RecallDeliveryTests(database: database).twoDevices(client, database: database) }
+            let learner = devices.phone, tag = Self.tag(devices.userID)
+            let phone = "phone-\(devices.userID.uuidString.prefix(8))", tablet = "tablet-\(devices.userID.uuidString.prefix(8))"
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { Set($0.keys) } == [phone, tablet])
+
+            let recallID = try await dueRecall(learner)
+            let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2)), timeout: .seconds(10))
+            let delivery = RecallDelivery(
+                database: pool, senders: PushSenders(hubClient: try hubClient(hubs, base: base)), deepLinkBase: "learnapp://", pushConcurrency: 4,
+                logger: TestEnvironment.quietLogger)
+            var configuration = JobRuntimeConfiguration(concurrency: 4, pollInterval: .milliseconds(100), lease: .seconds(30), drain: .seconds(2))
+            configuration.backoff = Backoff(base: .milliseconds(20), cap: .milliseconds(200))
+            let worker = JobWorker(
+                database: pool, databaseURL: database, handlers: delivery.handlers, configuration: configuration, logger: TestEnvironment.quietLogger)
+            try await Commands.withDatabase(pool.client) { _ in
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await worker.run() }
+                    defer { worker.stop() }
+                    let delivered = try await eventually(within: .seconds(20)) {
+                        try await database.withClient { client in
+                            for try await state in try await client.query(
+                                "SELECT state FROM jobs WHERE kind = \(RecallDelivery.deliverKind) AND user_id = \(learner.id)"
+                            ).decode(String.self) { return state == "completed" }
+                            return false
+                        }
+                    }
+                    #expect(delivered)
+                }
+            }
+            let sends = hubs.tagSends.withLockedValue { $0 }
+            // apple once, fcmv1 twice (429 first): no send per device, and the accepted apple one is not repeated.
+            #expect(sends.map(\.format).sorted() == ["apple", "fcmv1"])
+            #expect(sends.allSatisfy { $0.tags == tag })
+            #expect(sends.first { $0.format == "apple" }?.reached == [phone])
+            #expect(sends.first { $0.format == "fcmv1" }?.reached == [tablet])
+            #expect(sends.allSatisfy { $0.payload.contains(recallID.uuidString.lowercased()) })
+            #expect(hubs.received.withLockedValue { $0.isEmpty }, "a direct send on the tag route")
+            try await database.withClient { client in
+                var outcomes: [String: Int] = [:]
+                for try await (outcome, attempts) in try await client.query(
+                    "SELECT outcome, attempts FROM recall_pushes WHERE recall_id = \(recallID) AND user_id = \(learner.id) ORDER BY provider"
+                ).decode((String, Int).self) { outcomes[outcome, default: 0] += attempts }
+                #expect(outcomes == ["accepted": 3], "apple accepted at once, fcmv1 on its second attempt")
+                for try await status in try await client.query(
+                    "SELECT status FROM recalls WHERE id = \(recallID) AND user_id = \(learner.id)"
+                ).decode(String.self) { #expect(status == "sent") }
+            }
+        }
+    }
+
+    /// A recall of `learner` due now, inside an all-day window, with its delivery enqueued.
+    func dueRecall(_ learner: Learner) async throws -> UUID {
+        let recallID = UUID(), chatID = UUID(), due = Date()
+        let logger = TestEnvironment.quietLogger
+        try await database.withClient { client in
+            try await client.withTransaction(logger: logger) { connection in
+                _ = try await connection.query(
+                    "INSERT INTO chats (id, user_id, title, status) VALUES (\(chatID), \(learner.id), 'Photosynthesis', 'ended')", logger: logger)
+                _ = try await connection.query(
+                    """
+                    INSERT INTO recalls (id, user_id, chat_id, interval_seconds, target_at, due_at)
+                    VALUES (\(recallID), \(learner.id), \(chatID), 86400, \(due), \(due))
+                    """, logger: logger)
+                _ = try await connection.query(
+                    """
+                    INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme)
+                    VALUES (\(learner.id), 3, '00:00', '00:00', 'Asia/Tokyo', 'system')
+                    ON CONFLICT (user_id) DO UPDATE SET notify_start = '00:00', notify_end = '00:00'
+                    """, logger: logger)
+                try await RecallDelivery.enqueueDelivery(recallID: recallID, userID: learner.id, dueAt: due, on: connection, logger: logger)
+            }
+        }
+        return recallID
+    }
+
     @Test("the direct route enqueues no mirror, whatever changes")
     func directRoute() async throws {
         let learner = try await Learner.make(database: database)
