@@ -163,28 +163,8 @@ struct NotificationHubsClient: Sendable {
         var request = signedRequest(.POST, "messages/")
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "servicebusnotification-tags", value: Self.userTag(userID))
-        request.headers.add(name: "servicebusnotification-format", value: platform.format)
-        let payload: ByteBuffer
-        switch platform {
-        case .apns:
-            request.headers.add(name: "apns-push-type", value: "alert")
-            request.headers.add(name: "apns-priority", value: "10")
-            request.headers.add(name: "apns-collapse-id", value: message.collapseID)
-            request.headers.add(name: "servicebusnotification-apns-expiry", value: RFC3339.string(message.expiresAt) ?? "")
-            payload = APNsSender.payload(message)
-        case .fcmv1:
-            payload = FCMSender.payload(message, token: nil)
-        }
-        // APNs' and FCM's own limit: the hub would pass a bigger payload on, to be refused per device.
-        guard payload.readableBytes <= 4096 else { return .payloadError("the payload is \(payload.readableBytes) bytes, over 4096") }
-        request.body = .bytes(payload)
-        do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "notification-hubs tag send")
-            _ = try await response.body.collect(upTo: 64 * 1024)
-            return Self.sendOutcome(status: response.status, headers: response.headers)
-        } catch {
-            return .retry("Notification Hubs unreachable: \(LoggableError.describe(error))", after: nil)
-        }
+        if let refused = NotificationHubsSend.prepare(&request, message, platform: platform) { return refused }
+        return await NotificationHubsSend.execute(request, http: http, timeout: timeout, span: "notification-hubs tag send", outcome: Self.sendOutcome)
     }
 
     /// The hub's documented statuses for a send: 200 or 201 accepted, 400 malformed, 401 our key,

@@ -52,29 +52,8 @@ struct NotificationHubsSender: PushSender {
         request.headers.add(name: "authorization", value: Self.sasToken(resource: resource, keyName: connection.keyName, key: connection.key, expiry: now().addingTimeInterval(600)))
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "servicebusnotification-devicehandle", value: target.token)
-        let payload: ByteBuffer
-        switch target.provider {
-        case .apns:
-            request.headers.add(name: "servicebusnotification-format", value: "apple")
-            request.headers.add(name: "apns-push-type", value: "alert")
-            request.headers.add(name: "apns-priority", value: "10")
-            request.headers.add(name: "apns-collapse-id", value: message.collapseID)
-            request.headers.add(name: "servicebusnotification-apns-expiry", value: RFC3339.string(message.expiresAt) ?? "")
-            payload = APNsSender.payload(message)
-        case .fcm:
-            request.headers.add(name: "servicebusnotification-format", value: "fcmv1")
-            // FCM v1's message without its token: the hub fills in the device handle.
-            payload = FCMSender.payload(message, token: nil)
-        }
-        guard payload.readableBytes <= 4096 else { return .payloadError("the payload is \(payload.readableBytes) bytes, over 4096") }
-        request.body = .bytes(payload)
-        do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "notification-hubs send")
-            _ = try await response.body.collect(upTo: 64 * 1024)
-            return Self.outcome(status: response.status, headers: response.headers)
-        } catch {
-            return .retry("Notification Hubs unreachable: \(LoggableError.describe(error))", after: nil)
-        }
+        if let refused = NotificationHubsSend.prepare(&request, message, platform: .init(target.provider)) { return refused }
+        return await NotificationHubsSend.execute(request, http: http, timeout: timeout, span: "notification-hubs send", outcome: Self.outcome)
     }
 
     /// The hub's documented statuses. 201 is "accepted for the platform service", not "delivered".
