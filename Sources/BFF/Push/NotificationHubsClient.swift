@@ -98,13 +98,10 @@ struct NotificationHubsClient: Sendable {
     }
 
     private func installationCall(_ request: HTTPClientRequest, what: String) async -> InstallationOutcome {
-        do {
-            let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: "notification-hubs installation")
-            _ = try await response.body.collect(upTo: 64 * 1024)
-            return Self.installationOutcome(method: request.method, status: response.status, headers: response.headers)
-        } catch {
-            return .retry("Notification Hubs unreachable (\(what)): \(LoggableError.describe(error))", after: nil)
-        }
+        await NotificationHubsSend.execute(
+            request, http: http, timeout: timeout, span: "notification-hubs installation",
+            outcome: { Self.installationOutcome(method: request.method, status: $0, headers: $1) },
+            unreachable: { .retry("Notification Hubs unreachable (\(what)): \($0)", after: nil) })
     }
 
     /// The hub's documented statuses for installations. 403 is documented as "quota exceeded: the
@@ -144,7 +141,7 @@ struct NotificationHubsClient: Sendable {
     ///
     /// The contract, for the recall's delivery:
     /// - One call per recall and platform. Call it once for each platform among the learner's push
-    ///   tokens at delivery (`PushTokenStore.platforms(userID:)`), `.apns` for APNs tokens and
+    ///   tokens at delivery (the delivery takes them from its read: `HubTagSend.units`), `.apns` for APNs tokens and
     ///   `.fcmv1` for FCM tokens, whichever OS registered them; a platform with no installation
     ///   reaches no one and is still answered 201.
     /// - The payloads are the direct route's: APNs' (`APNsSender.payload`) in the `apple` format with
@@ -164,7 +161,9 @@ struct NotificationHubsClient: Sendable {
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "servicebusnotification-tags", value: Self.userTag(userID))
         if let refused = NotificationHubsSend.prepare(&request, message, platform: platform) { return refused }
-        return await NotificationHubsSend.execute(request, http: http, timeout: timeout, span: "notification-hubs tag send", outcome: Self.sendOutcome)
+        return await NotificationHubsSend.execute(
+            request, http: http, timeout: timeout, span: "notification-hubs tag send", outcome: Self.sendOutcome,
+            unreachable: NotificationHubsSend.unreachable)
     }
 
     /// The hub's documented statuses for a send: 200 or 201 accepted, 400 malformed, 401 our key,

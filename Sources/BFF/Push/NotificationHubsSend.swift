@@ -31,17 +31,22 @@ enum NotificationHubsSend {
     }
 
     /// Sends `request` and reads the hub's answer with `outcome`; a timeout, a dropped connection or
-    /// an unreachable hub is a retry. Never throws.
-    static func execute(
+    /// an unreachable hub is `unreachable`'s, with the error described. Never throws.
+    static func execute<Outcome>(
         _ request: HTTPClientRequest, http: HTTPClient, timeout: Duration, span: String,
-        outcome: (HTTPResponseStatus, HTTPHeaders) -> PushOutcome
-    ) async -> PushOutcome {
+        outcome: (HTTPResponseStatus, HTTPHeaders) -> Outcome, unreachable: (String) -> Outcome
+    ) async -> Outcome {
         do {
             let response = try await http.execute(request, timeout: .seconds(Int64(timeout.components.seconds)), span: span)
             _ = try await response.body.collect(upTo: 64 * 1024)
             return outcome(response.status, response.headers)
         } catch {
-            return .retry("Notification Hubs unreachable: \(LoggableError.describe(error))", after: nil)
+            return unreachable(LoggableError.describe(error))
         }
+    }
+
+    /// A send's answer when the hub could not be reached: a retry.
+    static func unreachable(_ described: String) -> PushOutcome {
+        .retry("Notification Hubs unreachable: \(described)", after: nil)
     }
 }

@@ -53,7 +53,9 @@ struct NotificationHubsSender: PushSender {
         request.headers.add(name: "content-type", value: "application/json;charset=utf-8")
         request.headers.add(name: "servicebusnotification-devicehandle", value: target.token)
         if let refused = NotificationHubsSend.prepare(&request, message, platform: .init(target.provider)) { return refused }
-        return await NotificationHubsSend.execute(request, http: http, timeout: timeout, span: "notification-hubs send", outcome: Self.outcome)
+        return await NotificationHubsSend.execute(
+            request, http: http, timeout: timeout, span: "notification-hubs send", outcome: Self.outcome,
+            unreachable: NotificationHubsSend.unreachable)
     }
 
     /// The hub's documented statuses. 201 is "accepted for the platform service", not "delivered".
