@@ -239,7 +239,7 @@ struct InstallationMirrorTests {
             try await runMirrors(hubs, base: base)
             #expect(hubs.installations.withLockedValue { Set($0.keys) } == [phone, tablet])
 
-            let recallID = try await dueRecall(learner)
+            let recallID = try await JobWorkerFaultTests().dueRecall(database, learner: learner, tokens: [])
             let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2)), timeout: .seconds(10))
             let delivery = RecallDelivery(
                 database: pool, senders: PushSenders(hubClient: try hubClient(hubs, base: base)), deepLinkBase: "learnapp://", pushConcurrency: 4,
@@ -282,31 +282,6 @@ struct InstallationMirrorTests {
                 ).decode(String.self) { #expect(status == "sent") }
             }
         }
-    }
-
-    /// A recall of `learner` due now, inside an all-day window, with its delivery enqueued.
-    func dueRecall(_ learner: Learner) async throws -> UUID {
-        let recallID = UUID(), chatID = UUID(), due = Date()
-        let logger = TestEnvironment.quietLogger
-        try await database.withClient { client in
-            try await client.withTransaction(logger: logger) { connection in
-                _ = try await connection.query(
-                    "INSERT INTO chats (id, user_id, title, status) VALUES (\(chatID), \(learner.id), 'Photosynthesis', 'ended')", logger: logger)
-                _ = try await connection.query(
-                    """
-                    INSERT INTO recalls (id, user_id, chat_id, interval_seconds, target_at, due_at)
-                    VALUES (\(recallID), \(learner.id), \(chatID), 86400, \(due), \(due))
-                    """, logger: logger)
-                _ = try await connection.query(
-                    """
-                    INSERT INTO user_settings (user_id, difficulty, notify_start, notify_end, timezone, theme)
-                    VALUES (\(learner.id), 3, '00:00', '00:00', 'Asia/Tokyo', 'system')
-                    ON CONFLICT (user_id) DO UPDATE SET notify_start = '00:00', notify_end = '00:00'
-                    """, logger: logger)
-                try await RecallDelivery.enqueueDelivery(recallID: recallID, userID: learner.id, dueAt: due, on: connection, logger: logger)
-            }
-        }
-        return recallID
     }
 
     @Test("the direct route enqueues no mirror, whatever changes")
