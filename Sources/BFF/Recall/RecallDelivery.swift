@@ -23,6 +23,7 @@ public struct RecallDelivery: Sendable {
     /// Shared by every delivery this value's handlers run: the bound is per process.
     let permits: PushPermits
     let outcomes: PushOutcomeStore
+    let snapshots: RecallDeliverySnapshot.Reader
 
     init(
         database: Database, senders: PushSenders, deepLinkBase: String, pushConcurrency: Int, logger: Logger,
@@ -35,7 +36,8 @@ public struct RecallDelivery: Sendable {
         self.logger = logger
         self.now = now
         self.permits = PushPermits(max(1, pushConcurrency))
-        self.outcomes = PushOutcomeStore(database: database)
+        self.outcomes = PushOutcomeStore(database: database, logger: logger)
+        self.snapshots = RecallDeliverySnapshot.Reader(database: database, logger: logger)
     }
 
     struct DeliverArgs: Codable {
@@ -72,7 +74,7 @@ public struct RecallDelivery: Sendable {
     func deliver(_ job: Job) async throws {
         let args = try job.decode(DeliverArgs.self)
         guard let userID = job.userID else { throw JobFailure.deadLetter("a delivery without its user") }
-        guard let recall = try await RecallDeliverySnapshot.read(recallID: args.recallID, userID: userID, database: database, logger: logger),
+        guard let recall = try await snapshots.read(recallID: args.recallID, userID: userID),
             recall.status == "scheduled" || recall.status == "sent",
             abs(recall.dueAt.timeIntervalSince1970 - args.dueAt) < 0.001, recall.notificationsEnabled
         else { return }
@@ -108,7 +110,7 @@ public struct RecallDelivery: Sendable {
             remaining = remaining.dropFirst(batch.count)
             let records = try await permits.withPermits(batch.count) {
                 let answers = await push(message, to: batch, recallID: args.recallID)
-                let tookToSent = try await outcomes.record(answers, recallID: args.recallID, userID: userID, logger: logger)
+                let tookToSent = try await outcomes.record(answers, recallID: args.recallID, userID: userID)
                 if tookToSent {
                     Metrics.Timer(label: "bff_recall_delivery_delay_seconds")
                         .recordNanoseconds(Int64(max(0, now().timeIntervalSince(recall.dueAt)) * 1e9))
