@@ -222,11 +222,13 @@ alive() {
   [[ -n "$state" && "$state" != Z ]]
 }
 
-# Sends TERM, waits up to 10 s, then KILL. Reaps the pid when it is our child.
+# Sends TERM, waits up to 10 s, then KILL. Reaps the pid when it is our child. CONT follows TERM:
+# a process paused with STOP (scripts/bench pauses its server) handles TERM only once it runs again.
 stop_pid() {
   local pid="$1" i
   if alive "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
+    kill -CONT "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do
       alive "$pid" || break
       sleep 0.1
