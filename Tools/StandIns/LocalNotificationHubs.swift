@@ -18,7 +18,8 @@ import NIOCore
 /// an `aps` dictionary (and valid `apns-*` headers), or an FCM v1 message without a target
 /// (`FCMMessageRules`). A direct send (`?direct`) names a device handle; any other send names a tag
 /// expression (a broadcast is refused: this server never means one) and is recorded with the
-/// installations it reaches.
+/// installations it reaches; one that reaches none is accepted all the same (201, delivered to
+/// nobody), as the service answers it.
 public final class LocalNotificationHubs: Sendable {
     /// A direct send.
     public struct Received: Sendable {
@@ -58,27 +59,37 @@ public final class LocalNotificationHubs: Sendable {
     public let keyName = "DefaultFullSharedAccessSignature"
     public let key = Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
     public let hub = "learnapp-hub"
+    /// Every direct send that passed the checks, unless made with `keepReceived: false`.
     public let received = NIOLockedValueBox<[Received]>([])
     public let installations = NIOLockedValueBox<[String: Installation]>([:])
+    /// Every tag send that passed the checks, unless made with `keepReceived: false`.
     public let tagSends = NIOLockedValueBox<[TagSend]>([])
     public let violations = NIOLockedValueBox<[String]>([])
     let answer: @Sendable (String, Int) -> ScriptedAnswer
     let operationAnswer: @Sendable (String, Int) -> ScriptedAnswer
     let now: @Sendable () -> Date
+    let keepReceived: Bool
+    let onAccepted: (@Sendable (AcceptedPush) -> Void)?
     private let attempts = AttemptCounter()
     private let operationAttempts = AttemptCounter()
 
     /// `answer` decides each direct send's answer from the device handle and its attempt (1 for the
     /// first request); `operation` every other request's, from `PUT installations/{id}`,
     /// `GET installations/{id}`, `DELETE installations/{id}` or `POST {format} tags {expression}` and its
-    /// attempt. A request it refuses changes nothing. `now` is the clock SAS tokens expire by.
+    /// attempt. A request it refuses changes nothing. `keepReceived: false` keeps no send in `received`
+    /// or `tagSends` (a benchmark's thousands of payloads); `onAccepted` sees every send answered 201,
+    /// as `nh-apple` or `nh-fcmv1` with its tag expression (a direct send: its device handle) as the
+    /// token. `now` is the clock SAS tokens expire by.
     public init(
         answer: @escaping @Sendable (_ deviceHandle: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept },
         operation: @escaping @Sendable (_ operation: String, _ attempt: Int) -> ScriptedAnswer = { _, _ in .accept },
+        keepReceived: Bool = true, onAccepted: (@Sendable (AcceptedPush) -> Void)? = nil,
         now: @escaping @Sendable () -> Date = { Date() }
     ) {
         self.answer = answer
         self.operationAnswer = operation
+        self.keepReceived = keepReceived
+        self.onAccepted = onAccepted
         self.now = now
     }
 
@@ -206,18 +217,24 @@ public final class LocalNotificationHubs: Sendable {
             guard bytes.readableBytes <= 64 * 1024 else { return refuse(413, "over 64 KB") }
             let body = String(buffer: bytes)
             if let why = LocalNotificationHubs.payloadViolation(request, format: format, body: body) { return refuse(400, why) }
+            let deepLink = onAccepted == nil ? nil : LocalNotificationHubs.deepLink(format: format, body: body)
             if direct, let handle {
-                received.withLockedValue { $0.append(Received(format: format, deviceHandle: handle, payload: body)) }
-                return try await scripted(answer(handle, attempts.next(handle))) { Response(status: .created) }
+                if keepReceived { received.withLockedValue { $0.append(Received(format: format, deviceHandle: handle, payload: body)) } }
+                return try await scripted(answer(handle, attempts.next(handle))) { [onAccepted] in
+                    onAccepted?(AcceptedPush(service: "nh-\(format)", token: handle, deepLink: deepLink))
+                    return Response(status: .created)
+                }
             }
             let expression = tags ?? ""
             let operation = "POST \(format) tags \(expression)"
-            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations, tagSends] in
+            return try await scripted(operationAnswer(operation, operationAttempts.next(operation))) { [installations, tagSends, keepReceived, onAccepted] in
                 let platform = NotificationHubsRules.platform(ofFormat: format)
                 let reached = installations.withLockedValue { stored in
                     stored.values.filter { $0.platform == platform && NotificationHubsRules.matches(clauses, tags: $0.tags) }.map(\.installationId).sorted()
                 }
-                tagSends.withLockedValue { $0.append(TagSend(format: format, tags: expression, payload: body, reached: reached)) }
+                if keepReceived { tagSends.withLockedValue { $0.append(TagSend(format: format, tags: expression, payload: body, reached: reached)) } }
+                // Reaching no installation is still a send the hub accepted.
+                onAccepted?(AcceptedPush(service: "nh-\(format)", token: expression, deepLink: deepLink))
                 return Response(status: .created)
             }
         }
@@ -241,6 +258,13 @@ public final class LocalNotificationHubs: Sendable {
             return "fcmv1 payload: \(violation.field): \(violation.description)"
         }
         return nil
+    }
+
+    /// The deep link a send's payload carries: beside `aps` for apple, in the message's `data` for fcmv1.
+    private static func deepLink(format: String, body: String) -> String? {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] else { return nil }
+        if format == "apple" { return object["deep_link"] as? String }
+        return ((object["message"] as? [String: Any])?["data"] as? [String: Any])?["deep_link"] as? String
     }
 
     /// An installation as GET answers it.

@@ -48,8 +48,9 @@ func scripted(_ answer: ScriptedAnswer, accepted: @escaping @Sendable () -> Resp
 
 /// What a stand-in accepted, for a caller that watches deliveries as they come (the benchmark's log).
 public struct AcceptedPush: Sendable {
-    /// `apns`, `fcm` or `notification-hubs`.
+    /// `apns`, `fcm`, or the hub's `nh-apple` or `nh-fcmv1` (its send formats).
     public let service: String
+    /// The device token; for a hub's tag send, its tag expression.
     public let token: String
     public let deepLink: String?
 }

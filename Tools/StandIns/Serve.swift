@@ -14,12 +14,22 @@ public func standInTLS(certificatePath: String, keyPath: String) throws -> TLSCo
 }
 
 /// Runs `router` over HTTP/2 (and HTTP/1.1) with TLS on 127.0.0.1:`port` (0: a free one) while
-/// `body` runs, and hands `body` its base URL, `https://localhost:PORT`.
+/// `body` runs, and hands `body` its base URL, `https://localhost:PORT`. With `streams`, every
+/// request is counted there under its connection (how many a client sends at once on one).
 public func serveStandIn<T: Sendable>(
-    _ router: Router<BasicRequestContext>, tls: TLSConfiguration, port: Int = 0, logger: Logger,
+    _ router: Router<BasicRequestContext>, tls: TLSConfiguration, port: Int = 0, streams: StreamCounts? = nil, logger: Logger,
     _ body: @escaping @Sendable (String) async throws -> T
 ) async throws -> T {
-    try await serve(router, server: try .http2Upgrade(tlsConfiguration: tls), base: { "https://localhost:\($0)" }, port: port, logger: logger, body)
+    let server: HTTPServerBuilder
+    if let streams {
+        // Hummingbird adds these handlers to each HTTP/2 stream's channel (and to an HTTP/1.1
+        // connection's), a new one per channel.
+        let configuration = HTTP2ChannelConfiguration(streamConfiguration: HTTP1Channel.Configuration(additionalChannelHandlers: [streams.handler()]))
+        server = try .http2Upgrade(tlsConfiguration: tls, configuration: configuration)
+    } else {
+        server = try .http2Upgrade(tlsConfiguration: tls)
+    }
+    return try await serve(router, server: server, base: { "https://localhost:\($0)" }, port: port, logger: logger, body)
 }
 
 /// Runs `router` over plain HTTP/1.1 on 127.0.0.1:`port` (0: a free one) while `body` runs, and

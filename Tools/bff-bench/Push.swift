@@ -15,12 +15,23 @@ import PostgresNIO
 /// the stand-in's log of accepted pushes (push-stand-in's stdout) until every recall has reached
 /// both devices or `timeout` seconds have passed, and prints deliveries per second (from the first
 /// due time to the last acceptance) and the due → accepted delay's percentiles.
+///
+/// With `--route notification-hubs` the worker delivers through the local hub (push-stand-in's
+/// nh.env): a recall is one tag send `user:{id}` per format among the learner's tokens (apple, and
+/// fcmv1 with two devices), each a line `nh-apple` or `nh-fcmv1` with the tag's end; it counts those
+/// sends instead of pushes, and also prints recalls per second: the recalls whose every send was
+/// accepted, from the first due time to the last acceptance.
 func benchPush(_ options: Options) async throws {
     let userCount = try options.int("users", default: 2_000)
     let recallCount = try options.int("recalls", default: 10_000)
     // 2: an iPhone (APNs) and an Android phone (FCM) per learner; 1: the iPhone alone.
     let devices = try options.int("devices", default: 2)
     guard devices == 1 || devices == 2 else { throw Failure("--devices must be 1 or 2, got \(devices)") }
+    let route = options.string("route", default: "direct")
+    guard route == "direct" || route == "notification-hubs" else { throw Failure("--route must be direct or notification-hubs, got '\(route)'") }
+    let viaHub = route == "notification-hubs"
+    // The hub's send formats a recall takes: apple for the iPhone's APNs token, fcmv1 for the Android phone's.
+    let hubServices: Set<Substring> = devices == 2 ? ["nh-apple", "nh-fcmv1"] : ["nh-apple"]
     let spread = Double(try options.int("spread", default: 60, allowZero: true))
     let startIn = Double(try options.int("start-in", default: 20))
     let timeout = Double(try options.int("timeout", default: 300))
@@ -90,17 +101,25 @@ func benchPush(_ options: Options) async throws {
         return due
     }
     let seeded = clock.now - seedStart
+    let through = viaHub ? "; through Notification Hubs" : ""
     print(
         "push: seeded \(userCount) learners (\(devices) device\(devices == 1 ? "" : "s") each) and \(recallCount) recalls in \(format(seconds(seeded), 1)) s;"
-            + " due from \(format(first.timeIntervalSinceNow, 1)) s from now over \(format(spread, 0)) s")
+            + " due from \(format(first.timeIntervalSinceNow, 1)) s from now over \(format(spread, 0)) s\(through)")
     if first.timeIntervalSinceNow < 0 { print("push: warning: seeding ended after the first due time; raise --start-in") }
 
-    // The stand-in's lines: "<unix time> <service> <token tail> <deep link ...?recall=ID>".
+    // The stand-in's lines: "<unix time> <service> <token tail> <deep link ...?recall=ID>"; the hub's
+    // have its format as the service and the tag's tail. Either way one line per expected send: a
+    // push per device, or a tag send per format (as many as the devices here).
     let expected = devices * recallCount
     var delays: [Double] = []
     var seen = Set<String>()
     var duplicates = 0
     var lastAccepted = 0.0
+    // The hub's route: sends accepted per recall, the recalls all of whose sends were, and lines of
+    // this run's recalls from another route (none unless the direct route's worker still runs).
+    var sendsPerRecall: [UUID: Int] = [:]
+    var recallsComplete = 0
+    var otherRoute = 0
     var offset: UInt64 = 0
     var carry = ""
     let deadline = first.addingTimeInterval(spread + timeout)
@@ -119,12 +138,20 @@ func benchPush(_ options: Options) async throws {
             guard fields.count == 4, let at = Double(fields[0]), let query = fields[3].split(separator: "?recall=").last,
                 let recall = UUID(uuidString: String(query)), let dueAt = due[recall]
             else { continue }
+            if viaHub, !hubServices.contains(fields[1]) {
+                otherRoute += 1
+                continue
+            }
             guard seen.insert("\(recall) \(fields[1]) \(fields[2])").inserted else {
                 duplicates += 1
                 continue
             }
             delays.append(at - dueAt.timeIntervalSince1970)
             lastAccepted = max(lastAccepted, at)
+            if viaHub {
+                sendsPerRecall[recall, default: 0] += 1
+                if sendsPerRecall[recall] == hubServices.count { recallsComplete += 1 }
+            }
         }
     }
     guard !delays.isEmpty else { throw Failure("no push of this run reached the stand-in within \(Int(timeout)) s after the last due time") }
@@ -136,6 +163,14 @@ func benchPush(_ options: Options) async throws {
         "push: \(delays.count) of \(expected) pushes accepted in \(format(window, 1)) s from the first due time: \(format(rate, 0)) deliveries/s;"
             + " due -> accepted p50 \(format(percentile(0.5), 2)) s, p95 \(format(percentile(0.95), 2)) s, p99 \(format(percentile(0.99), 2)) s;"
             + " \(duplicates) sent twice")
+    if viaHub {
+        let recallRate = Double(recallsComplete) / window
+        let strays = otherRoute > 0 ? "; \(otherRoute) pushes of these recalls went the direct route" : ""
+        print("push: \(recallsComplete) of \(recallCount) recalls had every tag send accepted: \(format(recallRate, 0)) recalls/s\(strays)")
+        result("push_recalls_complete", recallsComplete)
+        result("push_recalls_per_second", recallRate)
+        result("push_other_route", otherRoute)
+    }
     result("push_delivered", delays.count)
     result("push_missing", expected - delays.count)
     result("push_duplicates", duplicates)

@@ -4,7 +4,8 @@
 //   bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]      (BFF_* environment)
 //   bff-bench tokens  --users FILE --out FILE [--lifetime S]                   (BFF_* environment)
 //   bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
-//   bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
+//   bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--devices 1|2] [--spread S] [--start-in S] [--timeout S]
+//                     [--route direct|notification-hubs]
 //   bff-bench register --server URL --database URL [--count N]                (BFF_* environment)
 //   bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]  (BFF_* environment)
 //   bff-bench iap     --server URL --database URL --revenuecat URL [--users U] [--events N] [--duplicates D] [--concurrency C] [--timeout S]
@@ -292,7 +293,8 @@ let usage = """
            bff-bench pairs   --count N --out FILE [--users U] [--concurrency C]
            bff-bench tokens  --users FILE --out FILE [--lifetime S]
            bff-bench jobs    --database URL [--count N] [--enqueuers E] [--concurrency C]
-           bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--spread S] [--start-in S] [--timeout S]
+           bff-bench push    --database URL --deliveries FILE [--users U] [--recalls N] [--devices 1|2] [--spread S] [--start-in S] [--timeout S]
+                             [--route direct|notification-hubs]
            bff-bench register --server URL --database URL [--count N]
            bff-bench chat    --server URL --database URL --timings FILE --server-pid P [--turns N] [--json N] [--open N]
            bff-bench floor   [--port P]

@@ -222,11 +222,13 @@ alive() {
   [[ -n "$state" && "$state" != Z ]]
 }
 
-# Sends TERM, waits up to 10 s, then KILL. Reaps the pid when it is our child.
+# Sends TERM, waits up to 10 s, then KILL. Reaps the pid when it is our child. CONT follows TERM:
+# a process paused with STOP (scripts/bench pauses its server) handles TERM only once it runs again.
 stop_pid() {
   local pid="$1" i
   if alive "$pid"; then
     kill -TERM "$pid" 2>/dev/null || true
+    kill -CONT "$pid" 2>/dev/null || true
     for ((i = 0; i < 100; i++)); do
       alive "$pid" || break
       sleep 0.1
@@ -330,25 +332,29 @@ random_base64url() {
   head -c "${1:-32}" /dev/urandom | base64 -w0 | tr '+/' '-_' | tr -d '='
 }
 
-# start_push_stand_in BIN DIR APNS_PORT FCM_PORT LATENCY_MS: local APNs and FCM servers
-# (push-stand-in) in the background, with a certificate for localhost made here. They check what
-# they receive as the real services do, but no push reaches a phone. Accepted pushes are logged to
-# DIR/deliveries.log; DIR/push.env holds the BFF_* lines that point a server at them.
-# PUSH_STAND_IN_PID is the process's id.
+# start_push_stand_in BIN DIR APNS_PORT FCM_PORT LATENCY_MS [NH_PORT]: local APNs, FCM and
+# Notification Hubs servers (push-stand-in) in the background, with a certificate for localhost made
+# here; NH_PORT 0 or absent: a free port. They check what they receive as the real services do, but
+# no push reaches a phone. Accepted pushes (and the hub's accepted sends) are logged to
+# DIR/deliveries.log, refusals and each service's HTTP/2 streams per connection to DIR/stand-in.log;
+# DIR/push.env holds the BFF_* lines that point a server at APNs and FCM, DIR/nh.env those that
+# select the Notification Hubs route against the local hub instead. PUSH_STAND_IN_PID is the
+# process's id.
 PUSH_STAND_IN_PID=""
 start_push_stand_in() {
-  local bin="$1" dir="$2" apns_port="$3" fcm_port="$4" latency="$5" pid waited=0
+  local bin="$1" dir="$2" apns_port="$3" fcm_port="$4" latency="$5" nh_port="${6:-0}" pid waited=0
   [[ -x "$bin" ]] || die "$bin not found"
   ensure_commands openssl:openssl
   mkdir -p "$dir"
-  rm -f "$dir/push.env"
+  rm -f "$dir/push.env" "$dir/nh.env"
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=localhost \
     -addext subjectAltName=DNS:localhost -addext basicConstraints=critical,CA:TRUE \
     -keyout "$dir/tls.key" -out "$dir/tls.crt" >/dev/null 2>&1 || die "openssl could not make the push stand-ins' certificate"
   free_port "$apns_port"
   free_port "$fcm_port"
+  ((nh_port == 0)) || free_port "$nh_port"
   "$bin" --dir "$dir" --cert "$dir/tls.crt" --key "$dir/tls.key" --apns-port "$apns_port" --fcm-port "$fcm_port" \
-    --latency-ms "$latency" >>"$dir/deliveries.log" 2>>"$dir/stand-in.log" &
+    --nh-port "$nh_port" --latency-ms "$latency" >>"$dir/deliveries.log" 2>>"$dir/stand-in.log" &
   pid=$!
   PUSH_STAND_IN_PID=$pid
   CLEANUP_PIDS+=("$pid")
