@@ -77,7 +77,10 @@ public final class StreamCounts: Sendable {
 }
 
 /// Counts its channel as one request in flight on the channel's connection until the channel closes.
-private final class StreamCountHandler: RemovableChannelHandler, Sendable {
+/// NIO takes only inbound or outbound handlers into a pipeline: it is an inbound one whose reads
+/// pass on untouched (the default `channelRead`), so `InboundIn` is never unwrapped.
+private final class StreamCountHandler: ChannelInboundHandler, RemovableChannelHandler, Sendable {
+    typealias InboundIn = NIOAny
     let counts: StreamCounts
 
     init(counts: StreamCounts) {
