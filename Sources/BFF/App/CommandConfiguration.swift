@@ -140,7 +140,10 @@ public struct FeatureConfiguration: Sendable {
         else {
             throw ConfigurationError("BFF_DEEP_LINK_BASE", "must be a URI prefix ending in / (learnapp:// or https://app.example.com/open/)")
         }
-        pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 64, range: 1...10_000)
+        // A learner's devices split between APNs and FCM: 128 keeps 64 or more in flight on each
+        // service's HTTP/2 connection (the stand-ins count it in `scripts/bench push`), within FCM's
+        // 100 streams a connection.
+        pushConcurrency = try reader.int("BFF_PUSH_CONCURRENCY", default: 128, range: 1...10_000)
         push = try PushConfiguration(reader)
         llm = try LLMConfiguration(reader)
         subscriptions = try SubscriptionConfiguration(reader)
