@@ -139,6 +139,15 @@ public final class JobWorker: Service, Sendable {
     /// `scripts/bench push`: claiming on every completion made the claim loop most of PostgreSQL's work.
     static let claimCooldown: Duration = .milliseconds(10)
 
+    /// The free slots a kind needs before the loop claims it again: one, or while its queue is deep a
+    /// quarter of its concurrency. Measured with `scripts/bench push`'s morning round (100,000 recalls
+    /// due at once, 128 at a time per process): claiming whatever had freed took about five jobs per
+    /// claim, 20,550 claims at 8.6 ms, the largest share of PostgreSQL's time.
+    private func claimFloor(kind: String, deep: Bool) -> Int {
+        guard deep else { return 1 }
+        return max(1, (handlers[kind]?.concurrency ?? configuration.concurrency) / 4)
+    }
+
     private func claimUntilStopped(_ group: inout DiscardingTaskGroup) async {
         var free: [String: Int] = [:]
         for handler in handlers.values { free[handler.kind] = handler.concurrency ?? configuration.concurrency }
@@ -149,13 +158,18 @@ public final class JobWorker: Service, Sendable {
         // Kinds that may have due jobs: a kind whose claim came back short is not asked again until a
         // NOTIFY names it, a job of it comes due, or the poll interval passes.
         var mayHaveWork = Set(handlers.keys)
-        while !isStopping {
+        // Kinds whose last claim came back full: more are due than this worker runs at once.
+        var deep: Set<String> = []
+        func takeReturnedSlots() {
             let returned = freed.withLockedValue { counts in
                 defer { counts = [:] }
                 return counts
             }
             for (kind, count) in returned { free[kind, default: 0] += count }
             mayHaveWork.formUnion(notifier.takeNotified())
+        }
+        while !isStopping {
+            takeReturnedSlots()
             let now = ContinuousClock.now
             if now - lastHousekeeping >= configuration.pollInterval {
                 lastHousekeeping = now
@@ -182,8 +196,14 @@ public final class JobWorker: Service, Sendable {
                     logger.warning("job claim failed", metadata: ["kind": .string(kind), "error": .string(LoggableError.describe(error))])
                     continue
                 }
-                // A full batch: more may be due; claim again as soon as slots free up.
-                if jobs.count == limit { busy = true } else { mayHaveWork.remove(kind) }
+                // A full batch: more may be due; claim again once enough slots free up.
+                if jobs.count == limit {
+                    busy = true
+                    deep.insert(kind)
+                } else {
+                    mayHaveWork.remove(kind)
+                    deep.remove(kind)
+                }
                 free[kind, default: 0] -= jobs.count
                 for job in jobs {
                     inFlight.withLockedValue { $0[job.id] = job }
@@ -199,7 +219,17 @@ public final class JobWorker: Service, Sendable {
             }
             let running = inFlight.withLockedValue { $0.count }
             if busy {
-                await doorbell.wait(upTo: configuration.pollInterval)
+                // Each claim walks the queue's index from its head, past the entries of the jobs
+                // claimed before it until vacuum removes them: with a deep queue, claim once a share of
+                // the slots is free, not on every completion.
+                let deadline = ContinuousClock.now + configuration.pollInterval
+                while !isStopping {
+                    takeReturnedSlots()
+                    if mayHaveWork.contains(where: { free[$0, default: 0] >= claimFloor(kind: $0, deep: deep.contains($0)) }) { break }
+                    let now = ContinuousClock.now
+                    guard now < deadline else { break }
+                    await doorbell.wait(upTo: deadline - now)
+                }
                 try? await Task.sleep(for: Self.claimCooldown)
                 continue
             }
