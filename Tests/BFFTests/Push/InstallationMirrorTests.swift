@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import NIOConcurrencyHelpers
 import PostgresNIO
 import StandIns
 import Testing
@@ -190,6 +191,104 @@ struct InstallationMirrorTests {
             try await runMirrors(hubs, base: base)
             #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
         }
+    }
+
+    @Test("bff push mirror-installations refuses the direct route; on the hub's, run in batches, its mirrors put every device registered before; twice, the same")
+    func backfill() async throws {
+        // Eight devices of three learners sign in, and seven register while the route is direct:
+        // the even ones APNs tokens, the odd ones FCM tokens.
+        let users = [UUID(), UUID(), UUID()]
+        let targets = (0..<8).map { index in (userID: users[index % 3], deviceID: "backfill-\(index)-\(users[index % 3].uuidString.prefix(8))") }
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: targets, scopes: AccessTokens.allScopes)
+        let registered = Array(targets.prefix(7))
+        let tokens = registered.indices.map { index in
+            index.isMultiple(of: 2) ? String(repeating: "a", count: 63) + String(index) : PushRegistrationTests.fcmToken("backfill-\(index)")
+        }
+        let app = try await makeTestApp(database: database, environment: ["BFF_JOBS_CONCURRENCY": "0"])
+        try await app.live { client in
+            for (index, target) in registered.enumerated() {
+                let learner = Learner(id: target.userID, accessToken: pairs[index].accessToken)
+                let body: String
+                if index.isMultiple(of: 2) {
+                    body = PushRegistrationTests.body(tokens[index], device: target.deviceID, provider: "apns")
+                } else {
+                    body = PushRegistrationTests.body(tokens[index], device: target.deviceID, platform: "android")
+                }
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+            }
+        }
+        #expect(try await mirrors().isEmpty)
+
+        // Run with the direct route's configuration, the command refuses, and enqueues nothing.
+        let direct = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let refusal = await #expect(throws: ConfigurationError.self) {
+            try await Commands.pushMirrorInstallations(environment: direct, batchSize: 3)
+        }
+        #expect(refusal?.variable == "BFF_PUSH_ROUTE")
+        #expect(try await mirrors().isEmpty)
+
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let environment = TestEnvironment.serverEnvironment(
+                database: database, hubEnvironment(hubs, base: base).merging(["BFF_LOG_LEVEL": "critical"]) { $1 })
+            let totals = NIOLockedValueBox<[Int]>([])
+            let enqueued = try await Commands.pushMirrorInstallations(environment: environment, batchSize: 3) { total in
+                totals.withLockedValue { $0.append(total) }
+            }
+            #expect(enqueued == 7)
+            #expect(totals.withLockedValue { $0 } == [3, 6, 7])
+            // Each device with a token once, in the order of their ids, tied to no user; the device
+            // signed in without a token gets none.
+            let ordered = try await database.withClient { client in
+                try await client.query("SELECT device_id FROM push_tokens ORDER BY device_id").collect().map { try $0.decode(String.self) }
+            }
+            #expect(Set(ordered) == Set(registered.map(\.deviceID)))
+            #expect(try await mirrors().map(\.device) == ordered)
+            #expect(try await mirrors().allSatisfy { $0.user == nil && $0.state == "available" })
+            // Three transactions, of 3, 3 and 1 devices: the rows one transaction inserted share its xmin
+            // (read before the worker updates them).
+            let batches = try await database.withClient { client in
+                try await client.query(
+                    "SELECT count(*)::int FROM jobs WHERE kind = \(InstallationMirror.kind) GROUP BY xmin::text ORDER BY min(id)"
+                ).collect().map { try $0.decode(Int.self) }
+            }
+            #expect(batches == [3, 3, 1])
+            // The jobs `InstallationMirror.enqueue` makes: JSONEncoder's arguments, its attempts, no key.
+            for device in ordered {
+                let args = String(decoding: try JSONEncoder().encode(InstallationMirror.Args(deviceID: device)), as: UTF8.self)
+                let matching = try await database.withClient { client in
+                    try await client.query(
+                        """
+                        SELECT count(*)::int FROM jobs
+                        WHERE kind = \(InstallationMirror.kind) AND args = \(args)::jsonb AND max_attempts = \(InstallationMirror.maxAttempts)
+                          AND unique_key IS NULL
+                        """
+                    ).collect().map { try $0.decode(Int.self) }
+                }
+                #expect(matching == [1], "\(device)")
+            }
+
+            try await runMirrors(hubs, base: base)
+            let expected = Dictionary(
+                uniqueKeysWithValues: registered.indices.map { index in
+                    (
+                        registered[index].deviceID,
+                        LocalNotificationHubs.Installation(
+                            installationId: registered[index].deviceID, platform: index.isMultiple(of: 2) ? "apns" : "fcmv1",
+                            pushChannel: tokens[index], tags: [Self.tag(registered[index].userID)])
+                    )
+                })
+            #expect(hubs.installations.withLockedValue { $0 } == expected)
+
+            // Again, in one batch of the default size: seven more mirrors, and the hub as it was.
+            #expect(try await Commands.pushMirrorInstallations(environment: environment) == 7)
+            #expect(try await mirrors().count == 14)
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 } == expected)
+            #expect(try await mirrors().allSatisfy { $0.state == "completed" })
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
 
     @Test("a change that does not commit enqueues nothing: the mirror is in the change's transaction")
