@@ -4,6 +4,8 @@ makes a schema-valid deployment fail on its first rollout:
 
 - each role (`bff serve`, `bff jobs work`, `bff migrate`) gets its own secrets and no others, the
   ones it needs required and the features' optional (Kubernetes), in Container Apps and compose too;
+- the API and the workers run the same BFF_PUSH_ROUTE: on the hub's, the API's token changes
+  enqueue the installation mirrors that the workers' tag sends rely on;
 - a Deployment an HPA scales has no `replicas`; a PodDisruptionBudget lets a drain through and
   keeps a pod; terminationGracePeriodSeconds covers the preStop sleep, BFF_SHUTDOWN_GRACE and 5 s;
 - BFF_EVENT_LOOPS comes from the CPU request, and every container has CPU and memory requests and
@@ -30,7 +32,9 @@ problems = []
 ROLE_SECRETS = {
     "serve": (
         {"BFF_DATABASE_URL", "BFF_JWT_KEYS"},
-        {"BFF_OIDC_CLIENT_SECRET", "BFF_LLM_API_KEY", "BFF_REVENUECAT_API_KEY", "BFF_REVENUECAT_WEBHOOK_AUTH"},
+        # The hub's key: on the Notification Hubs route the API's token changes enqueue the
+        # installation mirrors, and `bff serve` checks the route's settings whole.
+        {"BFF_OIDC_CLIENT_SECRET", "BFF_LLM_API_KEY", "BFF_REVENUECAT_API_KEY", "BFF_REVENUECAT_WEBHOOK_AUTH", "BFF_NH_CONNECTION_STRING"},
     ),
     "jobs work": (
         {"BFF_DATABASE_URL"},
@@ -41,6 +45,13 @@ ROLE_SECRETS = {
 SECRET_NAMES = set().union(*(required | optional for required, optional in ROLE_SECRETS.values()))
 DEFAULT_SHUTDOWN_GRACE = 75
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# The push route each of `bff serve` and `bff jobs work` runs, by platform: {platform: {role: {route}}}.
+push_routes = {}
+
+
+def note_push_route(platform, role, environment):
+    if role in ("serve", "jobs work"):
+        push_routes.setdefault(platform, {}).setdefault(role, set()).add(environment.get("BFF_PUSH_ROUTE") or "direct")
 
 
 def role_of(arguments):
@@ -177,6 +188,7 @@ for name, document in documents:
             problems.append(f"{cwhere}: args {container.get('args')} are none of the roles {sorted(ROLE_SECRETS)}")
         else:
             check_role(cwhere, role, secret_refs)
+            note_push_route("k8s", role, environment)
             if role == "migrate" and environment:
                 problems.append(f"{cwhere}: `bff migrate` reads BFF_DATABASE_URL alone; drop {sorted(environment)}")
         resources = container.get("resources") or {}
@@ -256,6 +268,7 @@ for path in sorted((deploy / "azure").glob("*.yaml")):
         role = role_of(container.get("args"))
         if role is not None:
             check_role(path.name, role, secret_refs)
+            note_push_route("azure", role, environment)
             if role != "migrate":
                 grace = int(environment.get("BFF_SHUTDOWN_GRACE", DEFAULT_SHUTDOWN_GRACE))
                 if template.get("terminationGracePeriodSeconds", 30) < grace + 5:
@@ -264,6 +277,14 @@ for path in sorted((deploy / "azure").glob("*.yaml")):
                     problems.append(f"{path.name}: BFF_ADMIN_HOST must be 0.0.0.0 for the probes on the admin port")
     for name in sorted(declared - used):
         problems.append(f"{path.name}: the secret {name} is declared but no container reads it")
+
+for platform, by_role in sorted(push_routes.items()):
+    routes = set().union(*by_role.values())
+    if len(routes) > 1:
+        problems.append(
+            f"{platform}: the API and the workers run different BFF_PUSH_ROUTE ({', '.join(f'{role}: {sorted(r)}' for role, r in sorted(by_role.items()))});"
+            " on the hub's route the API's token changes enqueue the installation mirrors, so both need it"
+        )
 
 # --- compose ---------------------------------------------------------------------------------------
 

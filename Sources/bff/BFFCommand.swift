@@ -7,7 +7,7 @@ struct BFFCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bff",
         abstract: "The Mobile BFF: HTTP server, migrations and operator tools.",
-        subcommands: [Serve.self, Migrate.self, Auth.self, Jobs.self, Version.self])
+        subcommands: [Serve.self, Migrate.self, Auth.self, Jobs.self, Push.self, Version.self])
 }
 
 /// Configuration errors, refused migrations and an unreachable database end the process with one line on stderr.
@@ -170,6 +170,33 @@ struct Jobs: AsyncParsableCommand {
             try await runReportingFailures {
                 try await Commands.jobsDiscard(environment: ProcessInfo.processInfo.environment, id: id)
                 print("bff: job \(id) is discarded")
+            }
+        }
+    }
+}
+
+struct Push: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Operator tools for push: the Notification Hubs route's installations.", subcommands: [MirrorInstallations.self])
+
+    struct MirrorInstallations: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "mirror-installations",
+            abstract: "Enqueue a hub installation mirror of every device that has a push token (once, after switching BFF_PUSH_ROUTE to notification-hubs).")
+
+        @Option(help: "Devices per transaction (1-50000).") var batchSize: Int = Commands.mirrorBatchSize
+
+        func validate() throws {
+            guard (1...50_000).contains(batchSize) else { throw ValidationError("--batch-size must be 1-50000") }
+        }
+
+        func run() async throws {
+            try await runReportingFailures {
+                let count = try await Commands.pushMirrorInstallations(environment: ProcessInfo.processInfo.environment, batchSize: batchSize) { total in
+                    // stdout is the answer; the running total goes to stderr.
+                    FileHandle.standardError.write(Data("bff: \(total) enqueued so far\n".utf8))
+                }
+                print("bff: enqueued \(count) installation mirror(s)")
             }
         }
     }

@@ -58,7 +58,9 @@ struct CommandConfigurationTests {
         return (process.terminationStatus, try String(contentsOf: output, encoding: .utf8))
     }
 
-    @Test("migrate, jobs list|run and auth revoke need only BFF_DATABASE_URL; auth issue adds BFF_JWT_KEYS; migrations are found beside bff")
+    @Test(
+        "migrate, jobs list|run, auth revoke and push mirror-installations need only BFF_DATABASE_URL (the last refuses the direct route); auth issue adds BFF_JWT_KEYS; migrations are found beside bff"
+    )
     func operatorCommands() async throws {
         let (binary, elsewhere) = try Self.installedCopy()
         defer { Self.remove(binary: binary, elsewhere: elsewhere) }
@@ -77,6 +79,13 @@ struct CommandConfigurationTests {
         #expect(purge.status == 0, "\(purge.output)")
         let revoke = try await Self.run(binary, ["auth", "revoke", "--device", "phone-commands-1"], in: elsewhere, environment: only)
         #expect(revoke.status == 0 && revoke.output.contains("revoked 0 session(s)"), "\(revoke.output)")
+        // The hub's backfill reads the route too, and refuses to run on the direct one.
+        let mirrorOnDirect = try await Self.run(binary, ["push", "mirror-installations"], in: elsewhere, environment: only)
+        #expect(mirrorOnDirect.status == 2 && mirrorOnDirect.output.contains("BFF_PUSH_ROUTE is direct"), "\(mirrorOnDirect.output)")
+        let mirror = try await Self.run(
+            binary, ["push", "mirror-installations", "--batch-size", "2"], in: elsewhere,
+            environment: only.merging(["BFF_PUSH_ROUTE": "notification-hubs"]) { $1 })
+        #expect(mirror.status == 0 && mirror.output.contains("bff: enqueued 0 installation mirror(s)"), "\(mirror.output)")
 
         let user = UUID().uuidString
         let withoutKeys = try await Self.run(binary, ["auth", "issue", "--user", user, "--device", "phone-commands-1"], in: elsewhere, environment: only)

@@ -1,6 +1,9 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import JWTKit
+import NIOConcurrencyHelpers
+import NIOCore
 import PostgresNIO
 import StandIns
 import Testing
@@ -78,6 +81,30 @@ struct InstallationMirrorTests {
     }
 
     static func tag(_ userID: UUID) -> String { "user:\(userID.uuidString.lowercased())" }
+
+    /// A whole login through `idp` as `subject` on `device`, in the IdP session `sid`: the learner
+    /// it signed in, with the session's access token.
+    func signIn(_ subject: String, on device: String, sid: String = "idp-session-1", idp: LocalIdP, client: some TestClientProtocol) async throws -> Learner {
+        var claims = TestIDClaims(iss: .init(value: idp.issuer))
+        claims.sub = .init(value: subject)
+        claims.sid = sid
+        let response = try await idp.signIn(AppLogin(deviceID: device), as: claims, with: client)
+        #expect(response.status == .ok, "\(response.text)")
+        let userID = ((response.json["user"] as? [String: Any])?["id"] as? String).flatMap(UUID.init(uuidString:))
+        return Learner(id: try #require(userID), accessToken: try #require(response.json["access_token"] as? String))
+    }
+
+    /// Registers the FCM `token` of an Android `device` for `learner`'s session on it.
+    func register(_ token: String, device: String, as learner: Learner, with client: some TestClientProtocol) async throws {
+        let body = PushRegistrationTests.body(token, device: device, platform: "android")
+        let answer = try await client.call(.post, "/api/v1/push/register", as: learner, json: body)
+        #expect(answer.status == .noContent, "\(answer.text)")
+    }
+
+    /// The devices the local hub holds an installation of.
+    static func installed(_ hubs: LocalNotificationHubs) -> Set<String> {
+        hubs.installations.withLockedValue { Set($0.keys) }
+    }
 
     @Test("registering, a new token and unregistering each enqueue the device's mirror; run, they leave the hub with the device's installation, then none")
     func registration() async throws {
@@ -190,6 +217,323 @@ struct InstallationMirrorTests {
             try await runMirrors(hubs, base: base)
             #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
         }
+    }
+
+    @Test("bff auth revoke --device enqueues that device's mirror; run, the hub drops its installation and keeps the others")
+    func operatorDeviceRevocation() async throws {
+        let aiko = try await Learner.make(database: database)
+        let ben = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let environment = hubEnvironment(hubs, base: base)
+            let app = try await makeTestApp(database: database, environment: environment)
+            try await app.live { client in
+                for learner in [aiko, ben] {
+                    try await register(PushRegistrationTests.fcmToken("tablet-\(learner.id)"), device: learner.deviceID, as: learner, with: client)
+                }
+            }
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == [aiko.deviceID, ben.deviceID])
+            let revoke = TestEnvironment.serverEnvironment(database: database, environment.merging(["BFF_LOG_LEVEL": "critical"]) { $1 })
+            #expect(try await Commands.revoke(environment: revoke, userID: nil, deviceID: aiko.deviceID) == 1)
+            #expect(try await mirrors().map(\.device) == [aiko.deviceID, ben.deviceID, aiko.deviceID])
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == [ben.deviceID])
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("a lost-device report enqueues the lost device's mirror; run, the hub keeps the learner's other device only")
+    func lostDevice() async throws {
+        let userID = UUID()
+        let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
+            scopes: AccessTokens.allScopes)
+        let phone = Learner(id: userID, accessToken: pairs[0].accessToken)
+        let tablet = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                try await register(PushRegistrationTests.fcmToken("phone-\(userID)"), device: devices[0], as: phone, with: client)
+                try await register(PushRegistrationTests.fcmToken("tablet-\(userID)"), device: devices[1], as: tablet, with: client)
+                try await runMirrors(hubs, base: base)
+                #expect(Self.installed(hubs) == Set(devices))
+
+                // Reported lost from the tablet: the phone's sessions and token end, and its mirror is
+                // enqueued in the same transaction.
+                let lost = try await client.call(.delete, "/api/v1/devices/\(devices[0])", as: tablet)
+                #expect(lost.status == .noContent, "\(lost.text)")
+                #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
+                #expect(try await mirrors().map(\.device) == [devices[0], devices[1], devices[0]])
+                try await runMirrors(hubs, base: base)
+                #expect(Self.installed(hubs) == [devices[1]])
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("signing in on a device another account holds enqueues the device's mirror; run, the hub drops the previous account's installation")
+    func deviceTakenOver() async throws {
+        let hubs = LocalNotificationHubs()
+        try await LocalIdP().serve { idp in
+            try await serveLocally(hubs.router, tls: tls) { base in
+                let app = try await makeTestApp(
+                    database: database, environment: hubEnvironment(hubs, base: base).merging(["BFF_OIDC_ISSUER": idp.issuer]) { $1 })
+                try await app.live { client in
+                    let pad = "school-ipad-\(UUID().uuidString.prefix(8))"
+                    let aiko = try await signIn("aiko", on: pad, idp: idp, client: client)
+                    try await register(PushRegistrationTests.fcmToken("aiko-\(aiko.id)"), device: pad, as: aiko, with: client)
+                    try await runMirrors(hubs, base: base)
+                    #expect(hubs.installations.withLockedValue { $0[pad]?.tags } == [Self.tag(aiko.id)])
+
+                    // Ben signs in on the pad: Aiko's token there ends, and the pad's mirror is enqueued
+                    // in the login's transaction.
+                    let ben = try await signIn("ben", on: pad, idp: idp, client: client)
+                    #expect(ben.id != aiko.id)
+                    #expect(try await PushRegistrationTests.rows(in: database).isEmpty)
+                    #expect(try await mirrors().map(\.device) == [pad, pad])
+                    try await runMirrors(hubs, base: base)
+                    #expect(hubs.installations.withLockedValue { $0 }.isEmpty, "Aiko's recalls must not reach Ben's pad")
+
+                    let token = PushRegistrationTests.fcmToken("ben-\(ben.id)")
+                    try await register(token, device: pad, as: ben, with: client)
+                    try await runMirrors(hubs, base: base)
+                    #expect(
+                        hubs.installations.withLockedValue { $0 } == [
+                            pad: .init(installationId: pad, platform: "fcmv1", pushChannel: token, tags: [Self.tag(ben.id)])
+                        ])
+                }
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("a back-channel logout enqueues the mirror of each device whose session it ended; run, the hub keeps the learner's other device only")
+    func backchannelLogout() async throws {
+        let hubs = LocalNotificationHubs()
+        try await LocalIdP().serve { idp in
+            try await serveLocally(hubs.router, tls: tls) { base in
+                let app = try await makeTestApp(
+                    database: database, environment: hubEnvironment(hubs, base: base).merging(["BFF_OIDC_ISSUER": idp.issuer]) { $1 })
+                try await app.live { client in
+                    let suffix = UUID().uuidString.prefix(8)
+                    let phone = "aiko-phone-\(suffix)"
+                    let tablet = "aiko-tablet-\(suffix)"
+                    let onPhone = try await signIn("aiko", on: phone, sid: "idp-session-phone", idp: idp, client: client)
+                    let onTablet = try await signIn("aiko", on: tablet, sid: "idp-session-tablet", idp: idp, client: client)
+                    try await register(PushRegistrationTests.fcmToken("phone-\(suffix)"), device: phone, as: onPhone, with: client)
+                    try await register(PushRegistrationTests.fcmToken("tablet-\(suffix)"), device: tablet, as: onTablet, with: client)
+                    try await runMirrors(hubs, base: base)
+                    #expect(Self.installed(hubs) == [phone, tablet])
+
+                    // The provider ends the phone's IdP session: its family and its token end, and its
+                    // mirror is enqueued in the same transaction.
+                    let logoutToken = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "aiko", sid: "idp-session-phone"))
+                    let answer = try await client.execute(
+                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                        body: ByteBuffer(string: "logout_token=\(logoutToken)"))
+                    #expect(answer.status == .ok, "\(answer.text)")
+                    #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [tablet])
+                    #expect(try await mirrors().map(\.device) == [phone, tablet, phone])
+                    try await runMirrors(hubs, base: base)
+                    #expect(Self.installed(hubs) == [tablet])
+                }
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("registering an eleventh device enqueues the mirror of the device the cap drops; run, the hub keeps the ten the database keeps")
+    func cappedDevice() async throws {
+        let userID = UUID()
+        let devices = (0..<11).map { "tablet-\(userID.uuidString.prefix(8))-\($0)" }
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
+            scopes: ["push:register"])
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                for (index, device) in devices.enumerated() {
+                    let learner = Learner(id: userID, accessToken: pairs[index].accessToken)
+                    try await register(PushRegistrationTests.fcmToken("device-\(index)-\(userID)"), device: device, as: learner, with: client)
+                    // Distinct last-seen times, as devices registering on different days have.
+                    try await database.withClient { client in
+                        _ = try await client.query(
+                            "UPDATE push_tokens SET updated_at = now() - (\(20 - index) * interval '1 minute') WHERE device_id = \(device)")
+                    }
+                }
+            }
+            #expect(Set(try await PushRegistrationTests.rows(in: database).map(\.device)) == Set(devices.dropFirst()))
+            // One mirror per registration, and the eleventh's transaction also the first device's.
+            let mirrored = try await mirrors().map(\.device)
+            #expect(mirrored.count == 12)
+            #expect(Array(mirrored.prefix(10)) == Array(devices.prefix(10)))
+            #expect(Set(mirrored.suffix(2)) == [devices[0], devices[10]])
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == Set(devices.dropFirst()))
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("a token registered on another device of the same learner moves there: both devices' mirrors are enqueued; run, the hub has it on the new device only")
+    func tokenMovesBetweenOwnDevices() async throws {
+        let userID = UUID()
+        let devices = ["old-phone-\(userID.uuidString.prefix(8))", "new-phone-\(userID.uuidString.prefix(8))"]
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
+            scopes: AccessTokens.allScopes)
+        let oldPhone = Learner(id: userID, accessToken: pairs[0].accessToken)
+        let newPhone = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let token = PushRegistrationTests.fcmToken("moving-\(userID)")
+                try await register(token, device: devices[0], as: oldPhone, with: client)
+                try await runMirrors(hubs, base: base)
+                #expect(Self.installed(hubs) == [devices[0]])
+
+                try await register(token, device: devices[1], as: newPhone, with: client)
+                #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
+                let mirrored = try await mirrors().map(\.device)
+                #expect(mirrored.count == 3)
+                #expect(Set(mirrored.suffix(2)) == Set(devices))
+                try await runMirrors(hubs, base: base)
+                #expect(
+                    hubs.installations.withLockedValue { $0 } == [
+                        devices[1]: .init(installationId: devices[1], platform: "fcmv1", pushChannel: token, tags: [Self.tag(userID)])
+                    ])
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("an unchanged registration is mirrored again once it is a day old, so the hub's copy is re-asserted while the app is used")
+    func dailyReassertion() async throws {
+        let learner = try await Learner.make(database: database)
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in
+                let token = PushRegistrationTests.fcmToken("daily-\(learner.id)")
+                try await register(token, device: learner.deviceID, as: learner, with: client)
+                try await register(token, device: learner.deviceID, as: learner, with: client)
+                #expect(try await mirrors().count == 1)
+                try await runMirrors(hubs, base: base)
+                // The hub lost its copy (a hub recreated, say); the app's first launch a day later
+                // puts it back.
+                hubs.installations.withLockedValue { $0.removeAll() }
+                try await database.withClient { client in
+                    _ = try await client.query("UPDATE push_tokens SET updated_at = now() - interval '25 hours' WHERE device_id = \(learner.deviceID)")
+                }
+                try await register(token, device: learner.deviceID, as: learner, with: client)
+                #expect(try await mirrors().count == 2)
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0[learner.deviceID]?.pushChannel } == token)
+            }
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
+    }
+
+    @Test("bff push mirror-installations refuses the direct route; on the hub's, run in batches, its mirrors put every device registered before; twice, the same")
+    func backfill() async throws {
+        // Eight devices of three learners sign in, and seven register while the route is direct:
+        // the even ones APNs tokens, the odd ones FCM tokens.
+        let users = [UUID(), UUID(), UUID()]
+        let targets = (0..<8).map { index in (userID: users[index % 3], deviceID: "backfill-\(index)-\(users[index % 3].uuidString.prefix(8))") }
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: targets, scopes: AccessTokens.allScopes)
+        let registered = Array(targets.prefix(7))
+        let tokens = registered.indices.map { index in
+            index.isMultiple(of: 2) ? String(repeating: "a", count: 63) + String(index) : PushRegistrationTests.fcmToken("backfill-\(index)")
+        }
+        let app = try await makeTestApp(database: database, environment: ["BFF_JOBS_CONCURRENCY": "0"])
+        try await app.live { client in
+            for (index, target) in registered.enumerated() {
+                let learner = Learner(id: target.userID, accessToken: pairs[index].accessToken)
+                let body: String
+                if index.isMultiple(of: 2) {
+                    body = PushRegistrationTests.body(tokens[index], device: target.deviceID, provider: "apns")
+                } else {
+                    body = PushRegistrationTests.body(tokens[index], device: target.deviceID, platform: "android")
+                }
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+            }
+        }
+        #expect(try await mirrors().isEmpty)
+
+        // Run with the direct route's configuration, the command refuses, and enqueues nothing.
+        let direct = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
+        let refusal = await #expect(throws: ConfigurationError.self) {
+            try await Commands.pushMirrorInstallations(environment: direct, batchSize: 3)
+        }
+        #expect(refusal?.variable == "BFF_PUSH_ROUTE")
+        #expect(try await mirrors().isEmpty)
+
+        let hubs = LocalNotificationHubs()
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let environment = TestEnvironment.serverEnvironment(
+                database: database, hubEnvironment(hubs, base: base).merging(["BFF_LOG_LEVEL": "critical"]) { $1 })
+            let totals = NIOLockedValueBox<[Int]>([])
+            let enqueued = try await Commands.pushMirrorInstallations(environment: environment, batchSize: 3) { total in
+                totals.withLockedValue { $0.append(total) }
+            }
+            #expect(enqueued == 7)
+            #expect(totals.withLockedValue { $0 } == [3, 6, 7])
+            // Each device with a token once, in the order of their ids, tied to no user; the device
+            // signed in without a token gets none.
+            let ordered = try await database.withClient { client in
+                try await client.query("SELECT device_id FROM push_tokens ORDER BY device_id").collect().map { try $0.decode(String.self) }
+            }
+            #expect(Set(ordered) == Set(registered.map(\.deviceID)))
+            #expect(try await mirrors().map(\.device) == ordered)
+            #expect(try await mirrors().allSatisfy { $0.user == nil && $0.state == "available" })
+            // Three transactions, of 3, 3 and 1 devices: the rows one transaction inserted share its xmin
+            // (read before the worker updates them).
+            let batches = try await database.withClient { client in
+                try await client.query(
+                    "SELECT count(*)::int FROM jobs WHERE kind = \(InstallationMirror.kind) GROUP BY xmin::text ORDER BY min(id)"
+                ).collect().map { try $0.decode(Int.self) }
+            }
+            #expect(batches == [3, 3, 1])
+            // The jobs `InstallationMirror.enqueue` makes: JSONEncoder's arguments, its attempts, no key.
+            for device in ordered {
+                let args = String(decoding: try JSONEncoder().encode(InstallationMirror.Args(deviceID: device)), as: UTF8.self)
+                let matching = try await database.withClient { client in
+                    try await client.query(
+                        """
+                        SELECT count(*)::int FROM jobs
+                        WHERE kind = \(InstallationMirror.kind) AND args = \(args)::jsonb AND max_attempts = \(InstallationMirror.maxAttempts)
+                          AND unique_key IS NULL
+                        """
+                    ).collect().map { try $0.decode(Int.self) }
+                }
+                #expect(matching == [1], "\(device)")
+            }
+
+            try await runMirrors(hubs, base: base)
+            let expected = Dictionary(
+                uniqueKeysWithValues: registered.indices.map { index in
+                    (
+                        registered[index].deviceID,
+                        LocalNotificationHubs.Installation(
+                            installationId: registered[index].deviceID, platform: index.isMultiple(of: 2) ? "apns" : "fcmv1",
+                            pushChannel: tokens[index], tags: [Self.tag(registered[index].userID)])
+                    )
+                })
+            #expect(hubs.installations.withLockedValue { $0 } == expected)
+
+            // Again, in one batch of the default size: seven more mirrors, and the hub as it was.
+            #expect(try await Commands.pushMirrorInstallations(environment: environment) == 7)
+            #expect(try await mirrors().count == 14)
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 } == expected)
+            #expect(try await mirrors().allSatisfy { $0.state == "completed" })
+        }
+        #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
 
     @Test("a change that does not commit enqueues nothing: the mirror is in the change's transaction")
