@@ -11,26 +11,44 @@ package struct JobStore: Sendable {
         self.database = database
     }
 
-    /// Claims up to `limit` due jobs of `kind` for `worker`, leased until `lease` from now. SKIP
-    /// LOCKED: workers claiming at once each get other rows, and none waits for another.
-    func claim(kind: String, limit: Int, worker: String, lease: Duration) async throws -> [Job] {
+    /// Where a worker's last full claim of a kind ended, in the queue's order (`run_at`, `id`): the
+    /// next claim of a deep queue starts after it (`JobWorker`). `run_at` in microseconds since the
+    /// epoch, PostgreSQL's own precision, so that the comparison is exact.
+    struct ClaimCursor: Sendable, Equatable {
+        let runAtMicros: Int64
+        let id: Int64
+    }
+
+    /// Claims up to `limit` due jobs of `kind` for `worker`, leased until `lease` from now, with the
+    /// cursor the claim ends at. SKIP LOCKED: workers claiming at once each get other rows, and none
+    /// waits for another. With `after`, only jobs past it in the queue's order: the index scan starts
+    /// there instead of walking the entries that every job claimed before it left behind until vacuum
+    /// removes them.
+    func claim(kind: String, limit: Int, worker: String, lease: Duration, after: ClaimCursor? = nil) async throws -> (jobs: [Job], cursor: ClaimCursor?) {
         try await database.run { client in
+            // A statement without a name is planned with its values, so without a cursor the
+            // condition folds away, and with one it bounds the index scan.
             let rows = try await client.query(
                 """
                 WITH next AS (
                     SELECT id FROM jobs WHERE state = 'available' AND kind = \(kind) AND run_at <= now()
+                        AND (NOT \(after != nil) OR (run_at, id) > (timestamptz 'epoch' + \(after?.runAtMicros ?? 0) * interval '1 microsecond', \(after?.id ?? 0)))
                     ORDER BY run_at, id LIMIT \(limit) FOR UPDATE SKIP LOCKED
                 )
                 UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, locked_by = \(worker),
                     locked_until = now() + \(lease.seconds) * interval '1 second', attempted_at = now()
                 FROM next WHERE jobs.id = next.id
-                RETURNING jobs.id, jobs.args::text, jobs.user_id, jobs.attempt, jobs.max_attempts, jobs.run_at
+                RETURNING jobs.id, jobs.args::text, jobs.user_id, jobs.attempt, jobs.max_attempts, jobs.run_at,
+                    (extract(epoch FROM jobs.run_at) * 1000000)::int8
                 """, logger: database.logger)
             var jobs: [Job] = []
-            for try await (id, args, userID, attempt, maxAttempts, runAt) in rows.decode((Int64, String, UUID?, Int32, Int32, Date).self) {
+            var cursor: ClaimCursor?
+            for try await (id, args, userID, attempt, maxAttempts, runAt, runAtMicros) in rows.decode((Int64, String, UUID?, Int32, Int32, Date, Int64).self) {
                 jobs.append(Job(id: id, kind: kind, args: Data(args.utf8), userID: userID, attempt: Int(attempt), maxAttempts: Int(maxAttempts), runAt: runAt))
+                let position = ClaimCursor(runAtMicros: runAtMicros, id: id)
+                if cursor.map({ ($0.runAtMicros, $0.id) < (position.runAtMicros, position.id) }) ?? true { cursor = position }
             }
-            return jobs.sorted { $0.runAt < $1.runAt }
+            return (jobs.sorted { $0.runAt < $1.runAt }, cursor)
         }
     }
 

@@ -160,6 +160,10 @@ public final class JobWorker: Service, Sendable {
         var mayHaveWork = Set(handlers.keys)
         // Kinds whose last claim came back full: more are due than this worker runs at once.
         var deep: Set<String> = []
+        // Where the last full claim of a deep kind ended: the next claim starts after it. A job that
+        // becomes available behind it (a lease that ran out, a transaction that committed late) is
+        // claimed by the next claim from the head: at every poll interval, and once the kind drains.
+        var cursors: [String: JobStore.ClaimCursor] = [:]
         func takeReturnedSlots() {
             let returned = freed.withLockedValue { counts in
                 defer { counts = [:] }
@@ -173,6 +177,7 @@ public final class JobWorker: Service, Sendable {
             let now = ContinuousClock.now
             if now - lastHousekeeping >= configuration.pollInterval {
                 lastHousekeeping = now
+                cursors = [:]
                 await maintainer.rescueExpiredLeases()
                 await maintainer.enqueuePeriodicJobs()
                 mayHaveWork = Set(handlers.keys)
@@ -190,8 +195,9 @@ public final class JobWorker: Service, Sendable {
                 let limit = free[kind, default: 0]
                 guard limit > 0, mayHaveWork.contains(kind), !isStopping else { continue }
                 let jobs: [Job]
+                let after = cursors[kind]
                 do {
-                    jobs = try await store.claim(kind: kind, limit: limit, worker: id, lease: configuration.lease)
+                    (jobs, cursors[kind]) = try await store.claim(kind: kind, limit: limit, worker: id, lease: configuration.lease, after: after)
                 } catch {
                     logger.warning("job claim failed", metadata: ["kind": .string(kind), "error": .string(LoggableError.describe(error))])
                     continue
@@ -201,8 +207,10 @@ public final class JobWorker: Service, Sendable {
                     busy = true
                     deep.insert(kind)
                 } else {
-                    mayHaveWork.remove(kind)
                     deep.remove(kind)
+                    cursors[kind] = nil
+                    // Short past a cursor: jobs may still wait behind it; the next pass claims from the head.
+                    if after == nil { mayHaveWork.remove(kind) } else { busy = true }
                 }
                 free[kind, default: 0] -= jobs.count
                 for job in jobs {
@@ -219,9 +227,8 @@ public final class JobWorker: Service, Sendable {
             }
             let running = inFlight.withLockedValue { $0.count }
             if busy {
-                // Each claim walks the queue's index from its head, past the entries of the jobs
-                // claimed before it until vacuum removes them: with a deep queue, claim once a share of
-                // the slots is free, not on every completion.
+                // With a deep queue, claim once a share of the slots is free, not on every completion:
+                // each claim is a statement (see `claimFloor`).
                 let deadline = ContinuousClock.now + configuration.pollInterval
                 while !isStopping {
                     takeReturnedSlots()

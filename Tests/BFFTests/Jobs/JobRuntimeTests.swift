@@ -232,6 +232,30 @@ struct JobRuntimeTests {
         #expect(seen.count == Set(seen).count, "a tick ran more than once: \(seen.sorted())")
     }
 
+    @Test("a claim past a cursor takes the next jobs in the queue's order, exactly at a shared due time; one rescued behind it waits for a claim from the head")
+    func claimCursor() async throws {
+        // Six jobs due at the same microsecond (the 08:00 window's opening), then one due a second later.
+        let due = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 - 60).rounded())
+        for index in 0..<6 { #expect(try await enqueue("test.cursor", ["n": index], options: .init(runAt: due))) }
+        #expect(try await enqueue("test.cursor", ["n": 6], options: .init(runAt: due.addingTimeInterval(1))))
+        @Sendable func numbers(_ jobs: [Job]) throws -> [Int] { try jobs.map { try $0.decode([String: Int].self)["n"] ?? -1 }.sorted() }
+        try await url.withClient { client in
+            let store = JobStore(database: Database(client: client))
+            let first = try await store.claim(kind: "test.cursor", limit: 2, worker: "w:1", lease: .seconds(30))
+            #expect(try numbers(first.jobs) == [0, 1])
+            let second = try await store.claim(kind: "test.cursor", limit: 2, worker: "w:1", lease: .seconds(30), after: first.cursor)
+            #expect(try numbers(second.jobs) == [2, 3])
+            // The first two's worker died: their leases run out and the rescuer makes them available
+            // again at their due time, behind the cursor.
+            try await client.query("UPDATE jobs SET locked_until = now() - interval '1 second' WHERE id = ANY(\(first.jobs.map(\.id)))")
+            #expect(try await store.rescueExpiredLeases() == 2)
+            let third = try await store.claim(kind: "test.cursor", limit: 10, worker: "w:1", lease: .seconds(30), after: second.cursor)
+            #expect(try numbers(third.jobs) == [4, 5, 6])
+            let fromTheHead = try await store.claim(kind: "test.cursor", limit: 10, worker: "w:1", lease: .seconds(30))
+            #expect(try numbers(fromTheHead.jobs) == [0, 1])
+        }
+    }
+
     @Test("a job whose worker died runs again once its lease has expired")
     func leaseExpiry() async throws {
         let attempts = NIOLockedValueBox<[Int]>([])
@@ -239,7 +263,7 @@ struct JobRuntimeTests {
         _ = try await enqueue("test.lease")
         // A worker that claims the job and dies (kill -9): nothing ever completes or releases it.
         let claimed = try await url.withClient { client in
-            try await JobStore(database: Database(client: client)).claim(kind: "test.lease", limit: 1, worker: "killed:1", lease: .seconds(1))
+            try await JobStore(database: Database(client: client)).claim(kind: "test.lease", limit: 1, worker: "killed:1", lease: .seconds(1)).jobs
         }
         #expect(claimed.count == 1)
         let completed = try await withWorkers([worker([handler])]) {
