@@ -63,6 +63,16 @@ struct InstallationMirrorTests {
     }
 
     /// Runs the queued mirrors with a worker of their kind alone until none is waiting.
+    /// A learner signed in on two devices, named `first` and `second` with the start of the learner's id.
+    func signedInOnTwoDevices(_ first: String, _ second: String) async throws -> (userID: UUID, devices: [String], learners: [Learner]) {
+        let userID = UUID()
+        let devices = [first, second].map { "\($0)-\(userID.uuidString.prefix(8))" }
+        let pairs = try await Commands.issueTokens(
+            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
+            scopes: AccessTokens.allScopes)
+        return (userID, devices, pairs.map { Learner(id: userID, accessToken: $0.accessToken) })
+    }
+
     func runMirrors(_ hubs: LocalNotificationHubs, base: String, key: String? = nil) async throws {
         let pool = Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2)), timeout: .seconds(10))
         let job = InstallationMirrorJob(tokens: PushTokenStore(database: pool), hub: try hubClient(hubs, base: base, key: key), logger: TestEnvironment.quietLogger)
@@ -245,13 +255,8 @@ struct InstallationMirrorTests {
 
     @Test("a lost-device report enqueues the lost device's mirror; run, the hub keeps the learner's other device only")
     func lostDevice() async throws {
-        let userID = UUID()
-        let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]
-        let pairs = try await Commands.issueTokens(
-            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
-            scopes: AccessTokens.allScopes)
-        let phone = Learner(id: userID, accessToken: pairs[0].accessToken)
-        let tablet = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let (userID, devices, learners) = try await signedInOnTwoDevices("phone", "tablet")
+        let (phone, tablet) = (learners[0], learners[1])
         let hubs = LocalNotificationHubs()
         try await serveLocally(hubs.router, tls: tls) { base in
             let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
@@ -380,13 +385,8 @@ struct InstallationMirrorTests {
 
     @Test("a token registered on another device of the same learner moves there: both devices' mirrors are enqueued; run, the hub has it on the new device only")
     func tokenMovesBetweenOwnDevices() async throws {
-        let userID = UUID()
-        let devices = ["old-phone-\(userID.uuidString.prefix(8))", "new-phone-\(userID.uuidString.prefix(8))"]
-        let pairs = try await Commands.issueTokens(
-            environment: TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"]), for: devices.map { (userID, $0) },
-            scopes: AccessTokens.allScopes)
-        let oldPhone = Learner(id: userID, accessToken: pairs[0].accessToken)
-        let newPhone = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let (userID, devices, learners) = try await signedInOnTwoDevices("old-phone", "new-phone")
+        let (oldPhone, newPhone) = (learners[0], learners[1])
         let hubs = LocalNotificationHubs()
         try await serveLocally(hubs.router, tls: tls) { base in
             let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
@@ -687,13 +687,9 @@ struct InstallationMirrorTests {
 
     @Test("a recall's tag send per platform reaches the learner's installations of that platform, and no one else's")
     func tagSend() async throws {
-        let userID = UUID()
         let other = try await Learner.make(database: database)
-        let environment = TestEnvironment.serverEnvironment(database: database, ["BFF_LOG_LEVEL": "critical"])
-        let devices = ["phone-\(userID.uuidString.prefix(8))", "tablet-\(userID.uuidString.prefix(8))"]
-        let pairs = try await Commands.issueTokens(environment: environment, for: devices.map { (userID, $0) }, scopes: AccessTokens.allScopes)
-        let phone = Learner(id: userID, accessToken: pairs[0].accessToken)
-        let tablet = Learner(id: userID, accessToken: pairs[1].accessToken)
+        let (userID, devices, learners) = try await signedInOnTwoDevices("phone", "tablet")
+        let (phone, tablet) = (learners[0], learners[1])
         let hubs = LocalNotificationHubs()
         try await serveLocally(hubs.router, tls: tls) { base in
             let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))

@@ -40,6 +40,16 @@ struct PushOutcomeStoreTests {
             """)
     }
 
+    /// Runs `body` with two seeded learners, Ann and Ben.
+    func withTwoLearners(_ body: @escaping @Sendable (PostgresClient, Learner, Learner) async throws -> Void) async throws {
+        let (ann, ben) = (Learner(), Learner())
+        try await url.withClient { client in
+            try await seed(ann, client)
+            try await seed(ben, client)
+            try await body(client, ann, ben)
+        }
+    }
+
     func status(_ recall: UUID, _ client: PostgresClient) async throws -> String? {
         for try await status in try await client.query("SELECT status FROM recalls WHERE id = \(recall)").decode(String.self) { return status }
         return nil
@@ -55,10 +65,7 @@ struct PushOutcomeStoreTests {
 
     @Test("two learners' answers in one statement: each recall goes to sent only on its own acceptance, a dead token goes only from its owner")
     func twoLearnersInOneStatement() async throws {
-        let (ann, ben) = (Learner(), Learner())
-        try await url.withClient { client in
-            try await seed(ann, client)
-            try await seed(ben, client)
+        try await withTwoLearners { client, ann, ben in
             let key = PushOutcomeStore.tokenKey
             // Ann: APNs accepted, FCM dead. Ben: both to be retried; and a dead entry that names Ben
             // with Ann's APNs token, which is not his.
@@ -105,10 +112,7 @@ struct PushOutcomeStoreTests {
 
     @Test("a row that names another learner's recall writes nothing to it")
     func anotherLearnersRecallIsUntouched() async throws {
-        let (ann, ben) = (Learner(), Learner())
-        try await url.withClient { client in
-            try await seed(ann, client)
-            try await seed(ben, client)
+        try await withTwoLearners { client, ann, ben in
             let key = PushOutcomeStore.tokenKey
             let rows = try await client.query(
                 """
