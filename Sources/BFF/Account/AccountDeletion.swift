@@ -30,7 +30,8 @@ struct AccountDeletion: Sendable {
 
     struct Outcome: Sendable, Equatable {
         let deletedAt: Date
-        /// An App Store or Google Play subscription still renews: the user must cancel it in the store.
+        /// A subscription still renews (App Store, Google Play or the web's billing): the user must
+        /// cancel it where it is managed.
         let storeSubscriptionActive: Bool
     }
 

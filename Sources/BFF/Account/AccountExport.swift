@@ -80,7 +80,7 @@ struct AccountExport: Sendable {
             "subscriptions", into: &out, writer: &writer,
             """
             SELECT row_to_json(r)::text FROM (
-                SELECT product_id, platform, status, purchase_at, expires_at, will_renew, period_type, unsubscribed_at, billing_issue_at,
+                SELECT product_id, store, platform, status, purchase_at, expires_at, will_renew, period_type, unsubscribed_at, billing_issue_at,
                        grace_until, refunded_at, resumes_at, sandbox, created_at, updated_at
                 FROM iap_receipts WHERE user_id = \(userID) ORDER BY purchase_at
             ) r

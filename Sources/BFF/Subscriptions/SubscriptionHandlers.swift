@@ -103,9 +103,12 @@ extension JSONEncoder {
 }
 
 extension SubscriptionStore.Row {
+    /// Every store's subscription alike; `platform` only for the two app stores' (absent for the web's and a promotional grant).
     var schema: Components.Schemas.Subscription {
         .init(
-            productId: facts.productID, status: .init(rawValue: status.rawValue) ?? .expired, platform: facts.platform == "ios" ? .ios : .android,
+            productId: facts.productID, status: .init(rawValue: status.rawValue) ?? .expired,
+            store: Components.Schemas.Subscription.StorePayload(rawValue: facts.store) ?? .promotional,
+            platform: facts.platform.flatMap { Components.Schemas.Subscription.PlatformPayload(rawValue: $0) },
             expiresAt: facts.expiresAt, willRenew: willRenew, managementUrl: facts.managementURL)
     }
 }

@@ -1,7 +1,7 @@
 import BFFPlatform
 import Foundation
 
-/// The six statuses of a store subscription (docs/requirements.md §10.2).
+/// The six statuses of a subscription, from any store (docs/requirements.md §10.2).
 enum SubscriptionStatus: String, Sendable, Codable, CaseIterable {
     case trial, active, grace, paused, canceled, expired
 
@@ -15,10 +15,13 @@ enum SubscriptionStatus: String, Sendable, Codable, CaseIterable {
     }
 }
 
-/// What a subscription's status is derived from: the facts RevenueCat's snapshot gives, as a row keeps them.
+/// What a subscription's status is derived from: the facts RevenueCat's snapshot gives, as a row keeps
+/// them. One derivation for every store: a web purchase, a promotional grant and an app-store
+/// subscription with the same facts have the same status.
 struct SubscriptionFacts: Sendable, Equatable {
     var productID: String
-    var platform: String
+    /// RevenueCat's `store`: `app_store`, `play_store`, `stripe`, `rc_billing` or `promotional`.
+    var store: String
     var purchaseAt: Date
     var expiresAt: Date?
     var periodType: String?
@@ -29,6 +32,19 @@ struct SubscriptionFacts: Sendable, Equatable {
     var resumesAt: Date?
     var sandbox: Bool
     var managementURL: String?
+    /// For a promotional grant, the RevenueCat entitlement it gives; nil for a purchase.
+    var entitlementID: String? = nil
+
+    /// The app's platform (`ios`, `android`) for the two app stores; nil for the web's and a grant.
+    var platform: String? { PurchaseStore(rawValue: store)?.platform }
+
+    /// The plan it unlocks: its product's in `products`, else, for a promotional grant, its
+    /// entitlement's in `entitlements`; nil when neither lists it.
+    func plan(products: [String: Plan], entitlements: [String: Plan]) -> Plan? {
+        if let plan = products[productID] { return plan }
+        guard store == PurchaseStore.promotional.rawValue, let entitlementID else { return nil }
+        return entitlements[entitlementID]
+    }
 
     /// The status at `now`, by the issue's rules, first match wins: refunded → expired; a billing
     /// issue within its grace period → grace; not yet expired (or without an end) → canceled when
@@ -45,9 +61,10 @@ struct SubscriptionFacts: Sendable, Equatable {
         return .expired
     }
 
-    /// Whether the store will bill it again: auto-renew on and neither refunded nor over.
+    /// Whether the store will bill it again: auto-renew on and neither refunded nor over. A
+    /// promotional grant never is: it ends at its end.
     func willRenew(at now: Date) -> Bool {
-        refundedAt == nil && unsubscribedAt == nil && status(at: now) != .expired
+        (PurchaseStore(rawValue: store)?.renews ?? true) && refundedAt == nil && unsubscribedAt == nil && status(at: now) != .expired
     }
 
     /// Until when it unlocks its plan: the grace period's end while in grace, else the paid period's.
@@ -65,16 +82,18 @@ struct Entitlement: Sendable, Equatable {
 
     static let free = Entitlement(plan: .free, status: nil, accessUntil: nil, willRenew: false)
 
-    /// Derived from every subscription of the user at `now`. A product `products` does not list, and a
-    /// sandbox purchase where sandbox ones do not count, unlock nothing. Pro wins over Basic; between
+    /// Derived from every subscription of the user at `now`, whichever store it comes from. A product
+    /// `products` does not list (a promotional grant: an entitlement `entitlements` does not list), and
+    /// a sandbox purchase where sandbox ones do not count, unlock nothing. Pro wins over Basic; between
     /// two of one plan, the one that lasts longer. Without any, the plan is free and the status that of
     /// the latest subscription.
     static func derive(
-        from subscriptions: [SubscriptionFacts], products: [String: Plan], sandboxCounts: Bool, at now: Date
+        from subscriptions: [SubscriptionFacts], products: [String: Plan], entitlements: [String: Plan] = [:], sandboxCounts: Bool,
+        at now: Date
     ) -> Entitlement {
         var best: (plan: Plan, facts: SubscriptionFacts)?
         for facts in subscriptions where facts.status(at: now).grantsAccess && (sandboxCounts || !facts.sandbox) {
-            guard let plan = products[facts.productID], plan != .free else { continue }
+            guard let plan = facts.plan(products: products, entitlements: entitlements), plan != .free else { continue }
             if let current = best {
                 let longer = (facts.accessUntil(at: now) ?? .distantFuture) > (current.facts.accessUntil(at: now) ?? .distantFuture)
                 guard plan > current.plan || (plan == current.plan && longer) else { continue }

@@ -28,6 +28,7 @@ struct SubscriptionStore: Sendable {
     /// The receipt a verification handed RevenueCat: its row keeps the receipt's hash, not the snapshot's.
     struct VerifiedReceipt: Sendable {
         var productID: String
+        /// `ios` or `android`: a receipt comes from an app store, never from the web.
         var platform: String
         var hash: Data
     }
@@ -37,7 +38,9 @@ struct SubscriptionStore: Sendable {
     }
 
     /// Writes `snapshot` as `userID`'s subscriptions and entitlement in one transaction, serialised per
-    /// user by the entitlement's row lock. A snapshot not newer than the one applied last changes
+    /// user by the entitlement's row lock. Every store in `BFF_IAP_STORES` counts, the web's and
+    /// promotional grants as the app stores'; a subscription from another store is left out (and a
+    /// row of it, kept before, removed). A snapshot not newer than the one applied last changes
     /// nothing (a slower re-sync finishing after a faster one). Answers false when the user no longer
     /// exists. `asked` is when RevenueCat was asked: the user's `synced_at`, which tells the expiry
     /// job which webhook events a re-sync has covered.
@@ -74,9 +77,9 @@ struct SubscriptionStore: Sendable {
                 var formerOwners: Set<UUID> = []
                 var keep: [String] = []
                 for subscription in snapshot.subscriptions {
-                    guard let platform = subscription.platform else { continue }
-                    let facts = SubscriptionFacts(subscription, platform: platform)
-                    let receiptHash = receipt.flatMap { $0.productID == subscription.productID && $0.platform == platform ? $0.hash : nil }
+                    guard let store = PurchaseStore(rawValue: subscription.store), configuration.stores.contains(store) else { continue }
+                    let facts = SubscriptionFacts(subscription)
+                    let receiptHash = receipt.flatMap { $0.productID == subscription.productID && $0.platform == subscription.platform ? $0.hash : nil }
                     let fromReceipt = receiptHash != nil
                     let hash = receiptHash ?? subscription.hash
                     keep.append(subscription.receiptID(of: userID))
@@ -85,17 +88,19 @@ struct SubscriptionStore: Sendable {
                         WITH before AS (SELECT user_id FROM iap_receipts WHERE receipt_id = \(subscription.receiptID(of: userID))),
                         written AS (
                             INSERT INTO iap_receipts (
-                                receipt_id, user_id, platform, product_id, status, purchase_at, expires_at, raw_payload_hash,
-                                will_renew, period_type, unsubscribed_at, billing_issue_at, grace_until, refunded_at, resumes_at,
-                                sandbox, management_url, snapshot_at)
+                                receipt_id, user_id, store, platform, product_id, entitlement_id, status, purchase_at, expires_at,
+                                raw_payload_hash, will_renew, period_type, unsubscribed_at, billing_issue_at, grace_until, refunded_at,
+                                resumes_at, sandbox, management_url, snapshot_at)
                             VALUES (
-                                \(subscription.receiptID(of: userID)), \(userID), \(platform), \(subscription.productID), \(facts.status(at: now).rawValue),
+                                \(subscription.receiptID(of: userID)), \(userID), \(subscription.store), \(subscription.platform),
+                                \(subscription.productID), \(subscription.entitlementID), \(facts.status(at: now).rawValue),
                                 \(subscription.purchaseAt), \(subscription.expiresAt), \(hash), \(facts.willRenew(at: now)),
                                 \(subscription.periodType), \(subscription.unsubscribedAt), \(subscription.billingIssueAt),
                                 \(subscription.graceUntil), \(subscription.refundedAt), \(subscription.resumesAt), \(subscription.sandbox),
                                 \(subscription.managementURL), \(snapshot.takenAt))
                             ON CONFLICT (receipt_id) DO UPDATE SET
-                                user_id = excluded.user_id, platform = excluded.platform, product_id = excluded.product_id,
+                                user_id = excluded.user_id, store = excluded.store, platform = excluded.platform,
+                                product_id = excluded.product_id, entitlement_id = excluded.entitlement_id,
                                 status = excluded.status, purchase_at = excluded.purchase_at, expires_at = excluded.expires_at,
                                 raw_payload_hash = CASE WHEN \(fromReceipt) THEN excluded.raw_payload_hash ELSE iap_receipts.raw_payload_hash END,
                                 will_renew = excluded.will_renew, period_type = excluded.period_type,
@@ -130,9 +135,18 @@ struct SubscriptionStore: Sendable {
     /// Derives `userID`'s entitlement from their rows and stores it.
     private func writeEntitlement(userID: UUID, snapshotAt: Date?, sandboxCounts: Bool, now: Date, on connection: PostgresConnection) async throws {
         let rows = try await Self.facts(userID: userID, on: connection, logger: logger)
-        let entitlement = Entitlement.derive(from: rows, products: configuration.products, sandboxCounts: sandboxCounts, at: now)
-        for facts in rows where configuration.products[facts.productID] == nil {
-            logger.warning("a subscription's product is in no plan; add it to BFF_IAP_PRODUCTS", metadata: ["product_id": .string(facts.productID)])
+        let entitlement = Entitlement.derive(
+            from: rows, products: configuration.products, entitlements: configuration.entitlements, sandboxCounts: sandboxCounts, at: now)
+        for facts in rows where configuration.plan(of: facts) == nil {
+            if facts.store == PurchaseStore.promotional.rawValue {
+                logger.warning(
+                    "a promotional grant's entitlement is in no plan; add it to BFF_IAP_ENTITLEMENTS",
+                    metadata: ["product_id": .string(facts.productID), "entitlement": .string(facts.entitlementID ?? "unknown")])
+            } else {
+                logger.warning(
+                    "a subscription's product is in no plan; add it to BFF_IAP_PRODUCTS",
+                    metadata: ["product_id": .string(facts.productID), "store": .string(facts.store)])
+            }
         }
         _ = try await connection.query(
             """
@@ -147,16 +161,17 @@ struct SubscriptionStore: Sendable {
         var rows: [SubscriptionFacts] = []
         for try await row in try await connection.query(
             """
-            SELECT product_id, platform, purchase_at, expires_at, period_type, unsubscribed_at, billing_issue_at, grace_until,
-                   refunded_at, resumes_at, sandbox, management_url
+            SELECT product_id, store, purchase_at, expires_at, period_type, unsubscribed_at, billing_issue_at, grace_until,
+                   refunded_at, resumes_at, sandbox, management_url, entitlement_id
             FROM iap_receipts WHERE user_id = \(userID)
             ORDER BY expires_at DESC NULLS FIRST, receipt_id
             """, logger: logger
-        ).decode((String, String, Date, Date?, String?, Date?, Date?, Date?, Date?, Date?, Bool, String?).self) {
+        ).decode((String, String, Date, Date?, String?, Date?, Date?, Date?, Date?, Date?, Bool, String?, String?).self) {
             rows.append(
                 SubscriptionFacts(
-                    productID: row.0, platform: row.1, purchaseAt: row.2, expiresAt: row.3, periodType: row.4, unsubscribedAt: row.5,
-                    billingIssueAt: row.6, graceUntil: row.7, refundedAt: row.8, resumesAt: row.9, sandbox: row.10, managementURL: row.11))
+                    productID: row.0, store: row.1, purchaseAt: row.2, expiresAt: row.3, periodType: row.4, unsubscribedAt: row.5,
+                    billingIssueAt: row.6, graceUntil: row.7, refundedAt: row.8, resumesAt: row.9, sandbox: row.10, managementURL: row.11,
+                    entitlementID: row.12))
         }
         return rows
     }
@@ -193,7 +208,7 @@ struct SubscriptionStore: Sendable {
             entitlement.plan == .free
             ? nil
             : rows.first { row in
-                configuration.products[row.facts.productID] == entitlement.plan && row.status.grantsAccess
+                configuration.plan(of: row.facts) == entitlement.plan && row.status.grantsAccess
                     && (sandboxCounts(for: userID) || !row.facts.sandbox)
             }
         return View(entitlement: entitlement, subscriptions: rows, granting: granting)
@@ -201,11 +216,11 @@ struct SubscriptionStore: Sendable {
 }
 
 extension SubscriptionFacts {
-    init(_ subscription: SubscriberSnapshot.Subscription, platform: String) {
+    init(_ subscription: SubscriberSnapshot.Subscription) {
         self.init(
-            productID: subscription.productID, platform: platform, purchaseAt: subscription.purchaseAt, expiresAt: subscription.expiresAt,
+            productID: subscription.productID, store: subscription.store, purchaseAt: subscription.purchaseAt, expiresAt: subscription.expiresAt,
             periodType: subscription.periodType, unsubscribedAt: subscription.unsubscribedAt, billingIssueAt: subscription.billingIssueAt,
             graceUntil: subscription.graceUntil, refundedAt: subscription.refundedAt, resumesAt: subscription.resumesAt,
-            sandbox: subscription.sandbox, managementURL: subscription.managementURL)
+            sandbox: subscription.sandbox, managementURL: subscription.managementURL, entitlementID: subscription.entitlementID)
     }
 }

@@ -70,8 +70,8 @@ struct AccountTests {
                 """)
             _ = try await client.query(
                 """
-                INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, expires_at, raw_payload_hash, will_renew)
-                VALUES (\("app_store:pro:" + learner.id.uuidString), \(learner.id), 'ios', 'pro', 'active', now(), now() + interval '20 days', \(Data(count: 32)), true)
+                INSERT INTO iap_receipts (receipt_id, user_id, store, platform, product_id, status, purchase_at, expires_at, raw_payload_hash, will_renew)
+                VALUES (\("app_store:pro:" + learner.id.uuidString), \(learner.id), 'app_store', 'ios', 'pro', 'active', now(), now() + interval '20 days', \(Data(count: 32)), true)
                 """)
             _ = try await client.query(
                 """

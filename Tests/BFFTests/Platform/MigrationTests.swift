@@ -95,7 +95,7 @@ struct MigrationTests {
                 ("push_tokens.platform", "INSERT INTO push_tokens (user_id, token, platform, device_id) VALUES (\(user), 'tok', 'windows', 'device-0001')"),
                 (
                     "iap_receipts.status",
-                    "INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, raw_payload_hash) VALUES ('r1', \(user), 'ios', 'p', 'bogus', now(), decode(repeat('00', 32), 'hex'))"
+                    "INSERT INTO iap_receipts (receipt_id, user_id, store, platform, product_id, status, purchase_at, raw_payload_hash) VALUES ('r1', \(user), 'app_store', 'ios', 'p', 'bogus', now(), decode(repeat('00', 32), 'hex'))"
                 ),
                 ("chats.status", "INSERT INTO chats (user_id, title, status) VALUES (\(user), 't', 'archived')"),
                 (

@@ -12,13 +12,13 @@ struct SubscriptionStateTests {
     var earlier: Date { now.addingTimeInterval(-86_400) }
 
     func facts(
-        _ product: String = "pro.monthly", expires: Date?, period: String = "normal", unsubscribed: Date? = nil, billingIssue: Date? = nil,
-        grace: Date? = nil, refunded: Date? = nil, resumes: Date? = nil, sandbox: Bool = false
+        _ product: String = "pro.monthly", store: String = "app_store", expires: Date?, period: String = "normal", unsubscribed: Date? = nil,
+        billingIssue: Date? = nil, grace: Date? = nil, refunded: Date? = nil, resumes: Date? = nil, sandbox: Bool = false, entitlement: String? = nil
     ) -> SubscriptionFacts {
         SubscriptionFacts(
-            productID: product, platform: "ios", purchaseAt: now.addingTimeInterval(-30 * 86_400), expiresAt: expires, periodType: period,
+            productID: product, store: store, purchaseAt: now.addingTimeInterval(-30 * 86_400), expiresAt: expires, periodType: period,
             unsubscribedAt: unsubscribed, billingIssueAt: billingIssue, graceUntil: grace, refundedAt: refunded, resumesAt: resumes,
-            sandbox: sandbox, managementURL: nil)
+            sandbox: sandbox, managementURL: nil, entitlementID: entitlement)
     }
 
     @Test("each status from its facts, the rules taken in order")
