@@ -8,8 +8,15 @@ import NIOCore
 /// `Authorization: Bearer <secret key>` on every call, `POST /v1/receipts` with `X-Platform`
 /// (`ios` or `android`) and a JSON body carrying `app_user_id` and `fetch_token`, and
 /// `GET /v1/subscribers/{app_user_id}` answering the customer's snapshot (`request_date_ms`
-/// strictly increasing, dates in RFC 3339, `subscriptions` keyed by product id). Errors are
-/// RevenueCat's `{code, message}`. Customers are kept in memory; tests set and change them.
+/// strictly increasing, dates in RFC 3339, `subscriptions` keyed by product id with each one's
+/// `store`, `entitlements` keyed by identifier naming the product that gives each, and one
+/// `management_url`, that of the active subscription's store). Errors are RevenueCat's
+/// `{code, message}`. Customers are kept in memory; tests set and change them.
+///
+/// Every store's subscription is served alike: the App Store's and Google Play's, the web's
+/// (`rc_billing` for RevenueCat Web Billing, `stripe`), and promotional grants, which RevenueCat
+/// lists as a subscription of store `promotional` whose product is `rc_promo_<entitlement>_<duration>`
+/// and as the entitlement that product gives.
 public final class LocalRevenueCat: Sendable {
     /// One subscription of a customer, as RevenueCat's snapshot lists it.
     public struct Subscription: Sendable, Equatable {
@@ -72,7 +79,27 @@ public final class LocalRevenueCat: Sendable {
         }
     }
 
+    /// RevenueCat's durations of a promotional grant (`POST …/entitlements/{id}/promotional`) and
+    /// how long each lasts.
+    public static let promotionalDurations: [String: TimeInterval] = [
+        "daily": 86_400, "three_day": 3 * 86_400, "weekly": 7 * 86_400, "two_week": 14 * 86_400, "monthly": 31 * 86_400,
+        "two_month": 61 * 86_400, "three_month": 92 * 86_400, "six_month": 183 * 86_400, "yearly": 365 * 86_400,
+        "lifetime": 200 * 365 * 86_400,
+    ]
+
+    /// The management URLs RevenueCat gives for the App Store's and Google Play's subscriptions.
+    public static let appStoreManagementURL = "https://apps.apple.com/account/subscriptions"
+    public static let playStoreManagementURL = "https://play.google.com/store/account/subscriptions"
+
     public let apiKey: String
+    /// Entitlement identifier → the products that give it, as the project's entitlements are set up
+    /// in RevenueCat; a promotional grant's product gives its entitlement besides.
+    public let entitlements: [String: Set<String>]
+    /// Where RevenueCat Web Billing's customer portal is, the management URL of an `rc_billing` subscription.
+    public let webBillingPortalURL: String
+    /// The Stripe customer portal configured in RevenueCat, the management URL of a `stripe`
+    /// subscription; nil when none is configured (RevenueCat then gives none).
+    public let stripePortalURL: String?
     /// How long each answer takes (the benchmark's RevenueCat answers in 30 ms).
     public let latency: Duration
     /// Without a registered receipt, accept any and grant a month of this product (development, the contract run).
@@ -85,13 +112,24 @@ public final class LocalRevenueCat: Sendable {
     public let subscriberCallTimes = NIOLockedValueBox<[String: [Date]]>([:])
     private let customers = NIOLockedValueBox<[String: [String: Subscription]]>([:])
     private let receipts = NIOLockedValueBox<[String: Receipt]>([:])
+    /// Receipts that hold no purchase, by token: their platform.
+    private let emptyReceipts = NIOLockedValueBox<[String: String]>([:])
+    /// A promotional grant's product → the entitlement it gives.
+    private let promotionalProducts = NIOLockedValueBox<[String: String]>([:])
     private let scriptedAnswers = NIOLockedValueBox<[String: [ScriptedAnswer]]>([:])
     private let lastRequestMillis = NIOLockedValueBox<Int64>(0)
 
-    public init(apiKey: String = "sk_local_revenuecat", latency: Duration = .zero, acceptAnyReceipt: (productID: String, platform: String)? = nil) {
+    public init(
+        apiKey: String = "sk_local_revenuecat", latency: Duration = .zero, acceptAnyReceipt: (productID: String, platform: String)? = nil,
+        entitlements: [String: Set<String>] = [:], webBillingPortalURL: String = "https://billing.revenuecat.invalid/customer-portal",
+        stripePortalURL: String? = nil
+    ) {
         self.apiKey = apiKey
         self.latency = latency
         self.acceptAnyReceipt = acceptAnyReceipt
+        self.entitlements = entitlements
+        self.webBillingPortalURL = webBillingPortalURL
+        self.stripePortalURL = stripePortalURL
     }
 
     // MARK: What tests set
@@ -125,6 +163,28 @@ public final class LocalRevenueCat: Sendable {
     /// A receipt `POST /receipts` accepts as `token`; any other is refused as RevenueCat refuses an invalid one.
     public func register(receipt token: String, _ receipt: Receipt) {
         receipts.withLockedValue { $0[token] = receipt }
+    }
+
+    /// A valid receipt of `platform`'s store that holds no subscription (a restore on a device that
+    /// bought nothing there): `POST /receipts` accepts it and answers the customer as they are.
+    public func register(emptyReceipt token: String, platform: String) {
+        emptyReceipts.withLockedValue { $0[token] = platform }
+    }
+
+    /// Grants the customer `entitlement` for `duration` (a key of `promotionalDurations`), as RevenueCat's
+    /// `POST /subscribers/{id}/entitlements/{entitlement}/promotional` and its dashboard do: a
+    /// subscription of store `promotional` whose product is `rc_promo_<entitlement>_<duration>`, which
+    /// gives the entitlement. Answers the product.
+    @discardableResult
+    public func grant(_ appUserID: String, entitlement: String, duration: String = "monthly", from start: Date = Date()) -> String {
+        let product = "rc_promo_\(entitlement)_\(duration)"
+        let length = Self.promotionalDurations[duration] ?? 31 * 86_400
+        promotionalProducts.withLockedValue { $0[product] = entitlement }
+        customers.withLockedValue { customers in
+            customers[appUserID, default: [:]][product] = Subscription(
+                store: "promotional", purchaseAt: start, expiresAt: start.addingTimeInterval(length))
+        }
+        return product
     }
 
     /// Answers the next calls of `operation` (`receipts` or `subscribers`) this way, in order,
@@ -214,6 +274,7 @@ public final class LocalRevenueCat: Sendable {
         let productID = object["product_id"] as? String
         posted.withLockedValue { $0.append(PostedReceipt(appUserID: appUserID, platform: platform, fetchToken: token, productID: productID)) }
         if let answer = nextScripted("receipts") { return try await scripted(answer) { self.snapshot(of: appUserID) } }
+        if emptyReceipts.withLockedValue({ $0[token] }) == platform { return snapshot(of: appUserID) }
         let known = receipts.withLockedValue { $0[token] }
         let receipt =
             known
@@ -243,8 +304,9 @@ public final class LocalRevenueCat: Sendable {
             last = max(last + 1, Int64((now.timeIntervalSince1970 * 1000).rounded(.down)))
             return last
         }
+        let held = customers.withLockedValue { $0[appUserID] ?? [:] }
         var subscriptions: [String: Any] = [:]
-        for (product, subscription) in customers.withLockedValue({ $0[appUserID] ?? [:] }) {
+        for (product, subscription) in held {
             subscriptions[product] = [
                 "store": subscription.store,
                 "purchase_date": Self.date(subscription.purchaseAt),
@@ -261,24 +323,71 @@ public final class LocalRevenueCat: Sendable {
                 "store_transaction_id": "\(Int64(subscription.purchaseAt.timeIntervalSince1970 * 1000))",
             ] as [String: Any]
         }
-        let management =
-            subscriptions.values.contains { ($0 as? [String: Any])?["store"] as? String == "play_store" }
-            ? "https://play.google.com/store/account/subscriptions" : "https://apps.apple.com/account/subscriptions"
         let object: [String: Any] = [
             "request_date": Self.date(Date(timeIntervalSince1970: Double(millis) / 1000)),
             "request_date_ms": millis,
             "subscriber": [
                 "original_app_user_id": appUserID,
                 "first_seen": Self.date(now),
-                "management_url": subscriptions.isEmpty ? NSNull() : management,
+                "management_url": managementURL(of: held, at: now).map { $0 as Any } ?? NSNull(),
                 "subscriptions": subscriptions,
-                "entitlements": [String: Any](),
+                "entitlements": entitlementObjects(of: held),
                 "non_subscriptions": [String: Any](),
                 "other_purchases": [String: Any](),
             ] as [String: Any],
         ]
         let data = (try? JSONSerialization.data(withJSONObject: object)) ?? Data("{}".utf8)
         return Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: data)))
+    }
+
+    /// The subscriber's one management URL: that of the store of the subscription active and bought
+    /// last (of the latest bought when none is active); none for a promotional grant, which has
+    /// nothing to manage, nor for Stripe without a customer portal.
+    private func managementURL(of held: [String: Subscription], at now: Date) -> String? {
+        func active(_ subscription: Subscription) -> Int {
+            let paidUp = subscription.expiresAt.map { $0 > now } ?? true
+            let inGrace = subscription.graceUntil.map { $0 > now } ?? false
+            return subscription.refundedAt == nil && (paidUp || inGrace) ? 1 : 0
+        }
+        let latest = held.filter { $0.value.store != "promotional" }
+            .max { a, b in (active(a.value), a.value.purchaseAt, a.key) < (active(b.value), b.value.purchaseAt, b.key) }
+        switch latest?.value.store {
+        case "app_store": return Self.appStoreManagementURL
+        case "play_store": return Self.playStoreManagementURL
+        case "rc_billing": return webBillingPortalURL
+        case "stripe": return stripePortalURL
+        default: return nil
+        }
+    }
+
+    /// `subscriber.entitlements`: each entitlement one of the customer's products gives, naming the
+    /// product whose access lasts longest (one without an end, longest of all), with its dates.
+    private func entitlementObjects(of held: [String: Subscription]) -> [String: Any] {
+        let promotional = promotionalProducts.withLockedValue { $0 }
+        var givers: [String: [(product: String, subscription: Subscription)]] = [:]
+        for (product, subscription) in held {
+            for (identifier, products) in entitlements where products.contains(product) {
+                givers[identifier, default: []].append((product, subscription))
+            }
+            if subscription.store == "promotional", let identifier = promotional[product] {
+                givers[identifier, default: []].append((product, subscription))
+            }
+        }
+        var objects: [String: Any] = [:]
+        for (identifier, candidates) in givers {
+            guard
+                let giver = candidates.max(by: { a, b in
+                    (a.subscription.expiresAt ?? .distantFuture, a.product) < (b.subscription.expiresAt ?? .distantFuture, b.product)
+                })
+            else { continue }
+            objects[identifier] = [
+                "product_identifier": giver.product,
+                "purchase_date": Self.date(giver.subscription.purchaseAt),
+                "expires_date": Self.date(giver.subscription.expiresAt),
+                "grace_period_expires_date": Self.date(giver.subscription.graceUntil),
+            ] as [String: Any]
+        }
+        return objects
     }
 
     /// RevenueCat's form: RFC 3339 in UTC, whole seconds. A format style is a value, made once (a
