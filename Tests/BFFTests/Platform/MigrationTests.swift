@@ -79,6 +79,53 @@ struct MigrationTests {
         #expect(baselines.1 == nil)
     }
 
+    @Test("0031 gives the subscriptions before it their store from their platform; a web purchase or a grant has no platform, and a platform must be its store's")
+    func storeOfEveryReceipt() async throws {
+        let url = try await TestDatabases.shared.makeEmpty()
+        let (stores, refused) = try await url.withClient(poolSize: 2) { [migrations] client in
+            _ = try await Migrator(migrations: migrations.filter { $0.version < 31 }, logger: TestEnvironment.quietLogger).migrate(client: client)
+            let user = UUID()
+            _ = try await client.query("INSERT INTO users (id, issuer, subject) VALUES (\(user), 'https://idp.example', 'subject-1')")
+            _ = try await client.query(
+                """
+                INSERT INTO iap_receipts (receipt_id, user_id, platform, product_id, status, purchase_at, raw_payload_hash)
+                VALUES ('ios-1', \(user), 'ios', 'p', 'active', now(), decode(repeat('00', 32), 'hex')),
+                       ('android-1', \(user), 'android', 'p', 'active', now(), decode(repeat('00', 32), 'hex'))
+                """)
+            _ = try await Migrator(migrations: migrations, logger: TestEnvironment.quietLogger).migrate(client: client)
+            var stores: [String: String] = [:]
+            for try await (id, store) in try await client.query("SELECT receipt_id, store FROM iap_receipts").decode((String, String).self) {
+                stores[id] = store
+            }
+            func insert(_ id: String, store: String?, platform: String?, entitlement: String? = nil) async -> Bool {
+                do {
+                    _ = try await client.query(
+                        """
+                        INSERT INTO iap_receipts (receipt_id, user_id, store, platform, product_id, entitlement_id, status, purchase_at, raw_payload_hash)
+                        VALUES (\(id), \(user), \(store), \(platform), 'p', \(entitlement), 'active', now(), decode(repeat('00', 32), 'hex'))
+                        """)
+                    return false
+                } catch { return true }
+            }
+            var refused: [String: Bool] = [:]
+            refused["stripe"] = await insert("stripe-1", store: "stripe", platform: nil)
+            refused["rc_billing"] = await insert("web-1", store: "rc_billing", platform: nil)
+            refused["promotional"] = await insert("promo-1", store: "promotional", platform: nil, entitlement: "pro_access")
+            refused["stripe on ios"] = await insert("stripe-2", store: "stripe", platform: "ios")
+            refused["app_store without a platform"] = await insert("ios-2", store: "app_store", platform: nil)
+            refused["play_store on ios"] = await insert("android-2", store: "play_store", platform: "ios")
+            refused["amazon"] = await insert("amazon-1", store: "amazon", platform: nil)
+            refused["no store"] = await insert("ios-3", store: nil, platform: "ios")
+            return (stores, refused)
+        }
+        #expect(stores == ["ios-1": "app_store", "android-1": "play_store"])
+        #expect(
+            refused == [
+                "stripe": false, "rc_billing": false, "promotional": false, "stripe on ios": true, "app_store without a platform": true,
+                "play_store on ios": true, "amazon": true, "no store": true,
+            ])
+    }
+
     @Test("every table of docs/architecture.md#the-data-model exists with the mobile tables' keys and CHECK constraints")
     func schemaHasEveryTable() async throws {
         let url = try await TestDatabases.shared.makeMigrated()

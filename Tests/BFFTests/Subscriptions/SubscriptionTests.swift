@@ -413,4 +413,119 @@ struct SubscriptionTests {
             }
         }
     }
+
+    /// The web's products: Stripe's and RevenueCat Web Billing's ids, mapped beside the app stores'.
+    static let webPro = "prod_LearnProMonthly"
+    static let webBasic = "learn_basic_monthly_web"
+    static let webProducts = ["BFF_IAP_PRODUCTS": "\(basic)=basic,\(pro)=pro,\(webPro)=pro,\(webBasic)=basic"]
+    static let stripePortal = "https://billing.stripe.com/p/login/test_learnapp"
+
+    @Test(
+        "a plan bought on the web (Stripe, RevenueCat Web Billing) unlocks the app through the webhook's re-sync and through a restore; its row keeps the store, no platform, and the web's portal to manage it"
+    )
+    func webPurchases() async throws {
+        let revenueCat = LocalRevenueCat(stripePortalURL: Self.stripePortal)
+        let webBuyer = try await Learner.make(database: database)
+        let stripeBuyer = try await Learner.make(database: database)
+        revenueCat.set(webBuyer.id.uuidString.lowercased(), [Self.webBasic: .init(store: "rc_billing", expiresAt: Self.month())])
+        revenueCat.set(stripeBuyer.id.uuidString.lowercased(), [Self.webPro: .init(store: "stripe", expiresAt: Self.month())])
+        // The app's restore on a phone that bought nothing in its store.
+        let restore = "restore-receipt-of-an-empty-phone-0001"
+        revenueCat.register(emptyReceipt: restore, platform: "ios")
+        try await withRevenueCat(revenueCat, environment: Self.webProducts) { client async throws in
+            // Web Billing tells RevenueCat, RevenueCat the webhook: the re-sync brings the plan to the app.
+            let event = Self.event("evt-web", "INITIAL_PURCHASE", user: webBuyer.id, extra: #""store": "RC_BILLING""#)
+            #expect(try await webhook(client, event).status == .ok)
+            #expect(try await inboxDone())
+            let web = try await subscription(client, webBuyer)
+            #expect(web["plan"] as? String == "basic" && web["status"] as? String == "active", "\(web)")
+            let webRows = try #require(web["subscriptions"] as? [[String: Any]])
+            #expect(webRows.count == 1 && webRows[0]["product_id"] as? String == Self.webBasic && webRows[0]["store"] as? String == "rc_billing")
+            #expect(webRows[0]["platform"] == nil && webRows[0]["will_renew"] as? Bool == true)
+            #expect(webRows[0]["management_url"] as? String == revenueCat.webBillingPortalURL)
+            let me = try await client.call(.get, "/api/v1/me", as: webBuyer)
+            #expect(me.json["plan"] as? String == "basic" && (me.json["subscription"] as? [String: Any])?["store"] as? String == "rc_billing")
+
+            // A restore in the app: the receipt holds nothing, the Stripe purchase comes with the customer's state.
+            let restored = try await verify(client, stripeBuyer, receipt: restore)
+            #expect(restored.status == .ok && restored.json["plan"] as? String == "pro", "\(restored.text)")
+            let rows = try #require(restored.json["subscriptions"] as? [[String: Any]])
+            #expect(rows.count == 1 && rows[0]["store"] as? String == "stripe" && rows[0]["platform"] == nil)
+            #expect(rows[0]["management_url"] as? String == Self.stripePortal)
+            #expect(revenueCat.violations.withLockedValue { $0 }.isEmpty)
+
+            for (learner, store) in [(webBuyer, "rc_billing"), (stripeBuyer, "stripe")] {
+                #expect(try await scalar("SELECT store FROM iap_receipts WHERE user_id = \(learner.id)", as: String.self) == store)
+                #expect(try await scalar("SELECT count(*)::int FROM iap_receipts WHERE user_id = \(learner.id) AND platform IS NULL") == 1)
+            }
+            // The entitlement every plan limit reads.
+            #expect(try await scalar("SELECT plan FROM entitlements WHERE user_id = \(stripeBuyer.id)", as: String.self) == "pro")
+        }
+    }
+
+    @Test("a promotional grant unlocks the plan its entitlement has in BFF_IAP_ENTITLEMENTS, never renews and has nothing to manage; an entitlement not listed unlocks nothing")
+    func promotionalGrants() async throws {
+        let revenueCat = LocalRevenueCat(entitlements: ["pro_access": [Self.pro]])
+        let granted = try await Learner.make(database: database)
+        let unlisted = try await Learner.make(database: database)
+        let id = granted.id.uuidString.lowercased()
+        // An earlier week's grant, over, and this month's: the entitlement names only the later one.
+        let earlier = revenueCat.grant(id, entitlement: "pro_access", duration: "weekly", from: Date().addingTimeInterval(-30 * 86_400))
+        let current = revenueCat.grant(id, entitlement: "pro_access", duration: "monthly")
+        #expect(current == "rc_promo_pro_access_monthly" && earlier == "rc_promo_pro_access_weekly")
+        revenueCat.grant(unlisted.id.uuidString.lowercased(), entitlement: "beta_tester", duration: "yearly")
+        try await withRevenueCat(revenueCat, environment: ["BFF_IAP_ENTITLEMENTS": "pro_access=pro"]) { client async throws in
+            for (index, learner) in [granted, unlisted].enumerated() {
+                // RevenueCat tells of a grant as a non-renewing purchase of the promotional store.
+                let event = Self.event("evt-grant-\(index)", "NON_RENEWING_PURCHASE", user: learner.id, extra: #""store": "PROMOTIONAL", "period_type": "PROMOTIONAL""#)
+                #expect(try await webhook(client, event).status == .ok)
+            }
+            #expect(try await inboxDone())
+            let state = try await subscription(client, granted)
+            #expect(state["plan"] as? String == "pro" && state["status"] as? String == "active", "\(state)")
+            let rows = try #require(state["subscriptions"] as? [[String: Any]])
+            let live = try #require(rows.first { $0["product_id"] as? String == current })
+            #expect(live["store"] as? String == "promotional" && live["platform"] == nil && live["management_url"] == nil)
+            #expect(live["will_renew"] as? Bool == false && live["status"] as? String == "active")
+            #expect(rows.first { $0["product_id"] as? String == earlier }?["status"] as? String == "expired")
+            #expect(try await scalar("SELECT count(*)::int FROM iap_receipts WHERE user_id = \(granted.id) AND entitlement_id = 'pro_access'") == 2)
+            #expect(try await scalar("SELECT will_renew FROM entitlements WHERE user_id = \(granted.id)", as: Bool.self) == false)
+            let me = try await client.call(.get, "/api/v1/me", as: granted)
+            #expect((me.json["subscription"] as? [String: Any])?["product_id"] as? String == current)
+
+            let other = try await subscription(client, unlisted)
+            #expect(other["plan"] as? String == "free", "\(other)")
+            #expect((other["subscriptions"] as? [[String: Any]])?.first?["store"] as? String == "promotional")
+        }
+    }
+
+    @Test("a store left out of BFF_IAP_STORES, or one the server does not know, unlocks nothing; a row of it kept before goes at the next re-sync")
+    func storesLeftOut() async throws {
+        let revenueCat = LocalRevenueCat()
+        let learner = try await Learner.make(database: database)
+        let amazon = try await Learner.make(database: database)
+        revenueCat.set(
+            learner.id.uuidString.lowercased(),
+            [Self.webPro: .init(store: "stripe", expiresAt: Self.month()), Self.basic: .init(store: "app_store", expiresAt: Self.month())])
+        revenueCat.set(amazon.id.uuidString.lowercased(), [Self.pro: .init(store: "amazon", expiresAt: Self.month())])
+        try await withRevenueCat(revenueCat, environment: Self.webProducts) { client async throws in
+            #expect(try await webhook(client, Self.event("evt-stores-1", "INITIAL_PURCHASE", user: learner.id)).status == .ok)
+            #expect(try await webhook(client, Self.event("evt-amazon", "INITIAL_PURCHASE", user: amazon.id)).status == .ok)
+            #expect(try await inboxDone())
+            #expect(try await plan(client, learner) == "pro")
+            #expect(try await plan(client, amazon) == "free")
+            #expect(try await scalar("SELECT count(*)::int FROM iap_receipts WHERE user_id = \(amazon.id)") == 0)
+        }
+        // The web's stores taken out: the Stripe purchase no longer counts, the App Store's still does.
+        let appStoresOnly = Self.webProducts.merging(["BFF_IAP_STORES": "app_store,play_store,promotional"]) { $1 }
+        try await withRevenueCat(revenueCat, environment: appStoresOnly) { client async throws in
+            #expect(try await webhook(client, Self.event("evt-stores-2", "RENEWAL", user: learner.id)).status == .ok)
+            #expect(try await inboxDone())
+            let state = try await subscription(client, learner)
+            #expect(state["plan"] as? String == "basic", "\(state)")
+            let rows = try #require(state["subscriptions"] as? [[String: Any]])
+            #expect(rows.count == 1 && rows[0]["store"] as? String == "app_store" && rows[0]["platform"] as? String == "ios")
+            #expect(try await scalar("SELECT count(*)::int FROM iap_receipts WHERE user_id = \(learner.id) AND store = 'stripe'") == 0)
+        }
+    }
 }
