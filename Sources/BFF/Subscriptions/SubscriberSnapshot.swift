@@ -37,9 +37,9 @@ struct SubscriberSnapshot: Sendable, Equatable {
         var platform: String? { PurchaseStore(rawValue: store)?.platform }
 
         /// Whether it is active when the snapshot was taken, as RevenueCat's management URL means it:
-        /// not refunded, and its paid period or a grace period not over.
+        /// its status, by the one derivation every stored subscription gets, unlocks its plan.
         func isActive(at date: Date) -> Bool {
-            refundedAt == nil && ((expiresAt.map { $0 > date } ?? true) || (graceUntil.map { $0 > date } ?? false))
+            SubscriptionFacts(self).status(at: date).grantsAccess
         }
 
         /// The store's original transaction id, when the snapshot carries one.
