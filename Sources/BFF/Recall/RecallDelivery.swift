@@ -88,9 +88,7 @@ public struct RecallDelivery: Sendable {
         if let hub = senders.hubClient {
             // The hub's route: one tag send per platform, each recorded and retried as a device is.
             let sender = HubTagSend(hub: hub, userID: userID)
-            for unit in HubTagSend.units(for: recall.targets) where !recall.acceptedKeys.contains(PushOutcomeStore.tokenKey(unit.token)) {
-                sendable.append((unit, sender))
-            }
+            sendable = recall.notAccepted(HubTagSend.units(for: recall.targets)).map { ($0, sender) }
         } else {
             for target in recall.pending {
                 if let sender = senders.sender(for: target.provider) {

@@ -24,7 +24,10 @@ struct RecallDeliverySnapshot: Sendable {
     let acceptedKeys: Set<String>
 
     /// The tokens still to push: neither accepted nor gone. A retry's or an error's token is pushed again.
-    var pending: [PushTarget] {
+    var pending: [PushTarget] { notAccepted(targets) }
+
+    /// Those of `targets` this recall was not accepted for yet (a device, or the hub's send per platform).
+    func notAccepted(_ targets: [PushTarget]) -> [PushTarget] {
         targets.filter { !acceptedKeys.contains(PushOutcomeStore.tokenKey($0.token)) }
     }
 
