@@ -63,6 +63,14 @@ struct InstallationMirrorTests {
     }
 
     /// Runs the queued mirrors with a worker of their kind alone until none is waiting.
+    /// Runs `body` against a live app on the hub's route, `hubs` served locally as its hub (`base`).
+    func withHubApp(_ hubs: LocalNotificationHubs, _ body: @escaping @Sendable (_ base: String, any TestClientProtocol) async throws -> Void) async throws {
+        try await serveLocally(hubs.router, tls: tls) { base in
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            try await app.live { client in try await body(base, client) }
+        }
+    }
+
     /// A learner signed in on two devices, named `first` and `second` with the start of the learner's id.
     func signedInOnTwoDevices(_ first: String, _ second: String) async throws -> (userID: UUID, devices: [String], learners: [Learner]) {
         let userID = UUID()
@@ -120,40 +128,37 @@ struct InstallationMirrorTests {
     func registration() async throws {
         let learner = try await Learner.make(database: database)
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                let fcm = PushRegistrationTests.fcmToken("aiko-phone-1")
-                let register = PushRegistrationTests.body(fcm, device: learner.deviceID)
-                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
-                // The app registers on every launch: an unchanged registration enqueues nothing more.
-                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
-                #expect(try await mirrors().map(\.device) == [learner.deviceID])
-                // Tied to no user: the mirror of a deleted account's device must outlive its rows.
-                #expect(try await mirrors().map(\.user) == [nil])
-                try await runMirrors(hubs, base: base)
-                #expect(
-                    hubs.installations.withLockedValue { $0 } == [
-                        learner.deviceID: .init(installationId: learner.deviceID, platform: "fcmv1", pushChannel: fcm, tags: [Self.tag(learner.id)])
-                    ])
+        try await withHubApp(hubs) { base, client in
+            let fcm = PushRegistrationTests.fcmToken("aiko-phone-1")
+            let register = PushRegistrationTests.body(fcm, device: learner.deviceID)
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
+            // The app registers on every launch: an unchanged registration enqueues nothing more.
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: register).status == .noContent)
+            #expect(try await mirrors().map(\.device) == [learner.deviceID])
+            // Tied to no user: the mirror of a deleted account's device must outlive its rows.
+            #expect(try await mirrors().map(\.user) == [nil])
+            try await runMirrors(hubs, base: base)
+            #expect(
+                hubs.installations.withLockedValue { $0 } == [
+                    learner.deviceID: .init(installationId: learner.deviceID, platform: "fcmv1", pushChannel: fcm, tags: [Self.tag(learner.id)])
+                ])
 
-                let apns = PushRegistrationTests.body(PushRegistrationTests.apnsToken, device: learner.deviceID, provider: "apns")
-                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: apns).status == .noContent)
-                #expect(try await mirrors().count == 2)
-                try await runMirrors(hubs, base: base)
-                #expect(
-                    hubs.installations.withLockedValue { $0[learner.deviceID] }
-                        == .init(
-                            installationId: learner.deviceID, platform: "apns", pushChannel: PushRegistrationTests.apnsToken,
-                            tags: [Self.tag(learner.id)]))
+            let apns = PushRegistrationTests.body(PushRegistrationTests.apnsToken, device: learner.deviceID, provider: "apns")
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: apns).status == .noContent)
+            #expect(try await mirrors().count == 2)
+            try await runMirrors(hubs, base: base)
+            #expect(
+                hubs.installations.withLockedValue { $0[learner.deviceID] }
+                    == .init(
+                        installationId: learner.deviceID, platform: "apns", pushChannel: PushRegistrationTests.apnsToken,
+                        tags: [Self.tag(learner.id)]))
 
-                let unregister = PushRegistrationTests.unregistration(PushRegistrationTests.apnsToken)
-                #expect(try await client.call(.post, "/api/v1/push/unregister", as: learner, json: unregister).status == .noContent)
-                #expect(try await mirrors().count == 3)
-                try await runMirrors(hubs, base: base)
-                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
-                #expect(try await mirrors().allSatisfy { $0.state == "completed" })
-            }
+            let unregister = PushRegistrationTests.unregistration(PushRegistrationTests.apnsToken)
+            #expect(try await client.call(.post, "/api/v1/push/unregister", as: learner, json: unregister).status == .noContent)
+            #expect(try await mirrors().count == 3)
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+            #expect(try await mirrors().allSatisfy { $0.state == "completed" })
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
@@ -163,19 +168,16 @@ struct InstallationMirrorTests {
         let aiko = try await Learner.make(database: database)
         let ben = try await Learner.make(database: database)
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                let token = PushRegistrationTests.fcmToken("shared-phone")
-                for learner in [aiko, ben] {
-                    let body = PushRegistrationTests.body(token, device: learner.deviceID, platform: "android")
-                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
-                }
-                // Ben's registration mirrors his device and the one the token left.
-                #expect(Set(try await mirrors().map(\.device)) == [aiko.deviceID, ben.deviceID])
-                try await runMirrors(hubs, base: base)
-                #expect(hubs.installations.withLockedValue { $0 }.mapValues(\.tags) == [ben.deviceID: [Self.tag(ben.id)]])
+        try await withHubApp(hubs) { base, client in
+            let token = PushRegistrationTests.fcmToken("shared-phone")
+            for learner in [aiko, ben] {
+                let body = PushRegistrationTests.body(token, device: learner.deviceID, platform: "android")
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
             }
+            // Ben's registration mirrors his device and the one the token left.
+            #expect(Set(try await mirrors().map(\.device)) == [aiko.deviceID, ben.deviceID])
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 }.mapValues(\.tags) == [ben.deviceID: [Self.tag(ben.id)]])
         }
     }
 
@@ -184,27 +186,24 @@ struct InstallationMirrorTests {
         let aiko = try await Learner.make(database: database)
         let ben = try await Learner.make(database: database)
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                for learner in [aiko, ben] {
-                    let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("phone-\(learner.id)"), device: learner.deviceID)
-                    #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
-                }
-                try await runMirrors(hubs, base: base)
-                #expect(Set(hubs.installations.withLockedValue { $0.keys }) == [aiko.deviceID, ben.deviceID])
-
-                #expect(try await client.call(.post, "/api/v1/auth/logout", as: aiko).status == .noContent)
-                #expect(try await mirrors().map(\.device).last == aiko.deviceID)
-                #expect(try await mirrors().count == 3)
-                let deleted = try await client.call(.delete, "/api/v1/me", as: ben)
-                #expect(deleted.status == .ok, "\(deleted.text)")
-                // Ben's rows and the jobs tied to him are gone; his device's mirror is not.
-                #expect(try await mirrors().map(\.device).last == ben.deviceID)
-                #expect(try await mirrors().count == 4)
-                try await runMirrors(hubs, base: base)
-                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
+        try await withHubApp(hubs) { base, client in
+            for learner in [aiko, ben] {
+                let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("phone-\(learner.id)"), device: learner.deviceID)
+                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
             }
+            try await runMirrors(hubs, base: base)
+            #expect(Set(hubs.installations.withLockedValue { $0.keys }) == [aiko.deviceID, ben.deviceID])
+
+            #expect(try await client.call(.post, "/api/v1/auth/logout", as: aiko).status == .noContent)
+            #expect(try await mirrors().map(\.device).last == aiko.deviceID)
+            #expect(try await mirrors().count == 3)
+            let deleted = try await client.call(.delete, "/api/v1/me", as: ben)
+            #expect(deleted.status == .ok, "\(deleted.text)")
+            // Ben's rows and the jobs tied to him are gone; his device's mirror is not.
+            #expect(try await mirrors().map(\.device).last == ben.deviceID)
+            #expect(try await mirrors().count == 4)
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
@@ -258,23 +257,20 @@ struct InstallationMirrorTests {
         let (userID, devices, learners) = try await signedInOnTwoDevices("phone", "tablet")
         let (phone, tablet) = (learners[0], learners[1])
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                try await register(PushRegistrationTests.fcmToken("phone-\(userID)"), device: devices[0], as: phone, with: client)
-                try await register(PushRegistrationTests.fcmToken("tablet-\(userID)"), device: devices[1], as: tablet, with: client)
-                try await runMirrors(hubs, base: base)
-                #expect(Self.installed(hubs) == Set(devices))
+        try await withHubApp(hubs) { base, client in
+            try await register(PushRegistrationTests.fcmToken("phone-\(userID)"), device: devices[0], as: phone, with: client)
+            try await register(PushRegistrationTests.fcmToken("tablet-\(userID)"), device: devices[1], as: tablet, with: client)
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == Set(devices))
 
-                // Reported lost from the tablet: the phone's sessions and token end, and its mirror is
-                // enqueued in the same transaction.
-                let lost = try await client.call(.delete, "/api/v1/devices/\(devices[0])", as: tablet)
-                #expect(lost.status == .noContent, "\(lost.text)")
-                #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
-                #expect(try await mirrors().map(\.device) == [devices[0], devices[1], devices[0]])
-                try await runMirrors(hubs, base: base)
-                #expect(Self.installed(hubs) == [devices[1]])
-            }
+            // Reported lost from the tablet: the phone's sessions and token end, and its mirror is
+            // enqueued in the same transaction.
+            let lost = try await client.call(.delete, "/api/v1/devices/\(devices[0])", as: tablet)
+            #expect(lost.status == .noContent, "\(lost.text)")
+            #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
+            #expect(try await mirrors().map(\.device) == [devices[0], devices[1], devices[0]])
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == [devices[1]])
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
@@ -388,25 +384,22 @@ struct InstallationMirrorTests {
         let (userID, devices, learners) = try await signedInOnTwoDevices("old-phone", "new-phone")
         let (oldPhone, newPhone) = (learners[0], learners[1])
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                let token = PushRegistrationTests.fcmToken("moving-\(userID)")
-                try await register(token, device: devices[0], as: oldPhone, with: client)
-                try await runMirrors(hubs, base: base)
-                #expect(Self.installed(hubs) == [devices[0]])
+        try await withHubApp(hubs) { base, client in
+            let token = PushRegistrationTests.fcmToken("moving-\(userID)")
+            try await register(token, device: devices[0], as: oldPhone, with: client)
+            try await runMirrors(hubs, base: base)
+            #expect(Self.installed(hubs) == [devices[0]])
 
-                try await register(token, device: devices[1], as: newPhone, with: client)
-                #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
-                let mirrored = try await mirrors().map(\.device)
-                #expect(mirrored.count == 3)
-                #expect(Set(mirrored.suffix(2)) == Set(devices))
-                try await runMirrors(hubs, base: base)
-                #expect(
-                    hubs.installations.withLockedValue { $0 } == [
-                        devices[1]: .init(installationId: devices[1], platform: "fcmv1", pushChannel: token, tags: [Self.tag(userID)])
-                    ])
-            }
+            try await register(token, device: devices[1], as: newPhone, with: client)
+            #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [devices[1]])
+            let mirrored = try await mirrors().map(\.device)
+            #expect(mirrored.count == 3)
+            #expect(Set(mirrored.suffix(2)) == Set(devices))
+            try await runMirrors(hubs, base: base)
+            #expect(
+                hubs.installations.withLockedValue { $0 } == [
+                    devices[1]: .init(installationId: devices[1], platform: "fcmv1", pushChannel: token, tags: [Self.tag(userID)])
+                ])
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
@@ -415,25 +408,22 @@ struct InstallationMirrorTests {
     func dailyReassertion() async throws {
         let learner = try await Learner.make(database: database)
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                let token = PushRegistrationTests.fcmToken("daily-\(learner.id)")
-                try await register(token, device: learner.deviceID, as: learner, with: client)
-                try await register(token, device: learner.deviceID, as: learner, with: client)
-                #expect(try await mirrors().count == 1)
-                try await runMirrors(hubs, base: base)
-                // The hub lost its copy (a hub recreated, say); the app's first launch a day later
-                // puts it back.
-                hubs.installations.withLockedValue { $0.removeAll() }
-                try await database.withClient { client in
-                    _ = try await client.query("UPDATE push_tokens SET updated_at = now() - interval '25 hours' WHERE device_id = \(learner.deviceID)")
-                }
-                try await register(token, device: learner.deviceID, as: learner, with: client)
-                #expect(try await mirrors().count == 2)
-                try await runMirrors(hubs, base: base)
-                #expect(hubs.installations.withLockedValue { $0[learner.deviceID]?.pushChannel } == token)
+        try await withHubApp(hubs) { base, client in
+            let token = PushRegistrationTests.fcmToken("daily-\(learner.id)")
+            try await register(token, device: learner.deviceID, as: learner, with: client)
+            try await register(token, device: learner.deviceID, as: learner, with: client)
+            #expect(try await mirrors().count == 1)
+            try await runMirrors(hubs, base: base)
+            // The hub lost its copy (a hub recreated, say); the app's first launch a day later
+            // puts it back.
+            hubs.installations.withLockedValue { $0.removeAll() }
+            try await database.withClient { client in
+                _ = try await client.query("UPDATE push_tokens SET updated_at = now() - interval '25 hours' WHERE device_id = \(learner.deviceID)")
             }
+            try await register(token, device: learner.deviceID, as: learner, with: client)
+            #expect(try await mirrors().count == 2)
+            try await runMirrors(hubs, base: base)
+            #expect(hubs.installations.withLockedValue { $0[learner.deviceID]?.pushChannel } == token)
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
     }
@@ -671,17 +661,14 @@ struct InstallationMirrorTests {
     func refusedKey() async throws {
         let learner = try await Learner.make(database: database)
         let hubs = LocalNotificationHubs()
-        try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
-            try await app.live { client in
-                let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
-                #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
-                try await runMirrors(hubs, base: base, key: Data(repeating: 7, count: 32).base64EncodedString())
-                let mirror = try #require(try await mirrors().first)
-                #expect(mirror.state == "dead" && mirror.attempt == 1, "\(mirror)")
-                #expect(mirror.error?.contains("configuration: 401") == true, "\(mirror)")
-                #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
-            }
+        try await withHubApp(hubs) { base, client in
+            let body = PushRegistrationTests.body(PushRegistrationTests.fcmToken("aiko-phone-1"), device: learner.deviceID)
+            #expect(try await client.call(.post, "/api/v1/push/register", as: learner, json: body).status == .noContent)
+            try await runMirrors(hubs, base: base, key: Data(repeating: 7, count: 32).base64EncodedString())
+            let mirror = try #require(try await mirrors().first)
+            #expect(mirror.state == "dead" && mirror.attempt == 1, "\(mirror)")
+            #expect(mirror.error?.contains("configuration: 401") == true, "\(mirror)")
+            #expect(hubs.installations.withLockedValue { $0 }.isEmpty)
         }
     }
 
