@@ -64,9 +64,13 @@ struct InstallationMirrorTests {
 
     /// Runs the queued mirrors with a worker of their kind alone until none is waiting.
     /// Runs `body` against a live app on the hub's route, `hubs` served locally as its hub (`base`).
-    func withHubApp(_ hubs: LocalNotificationHubs, _ body: @escaping @Sendable (_ base: String, any TestClientProtocol) async throws -> Void) async throws {
+    /// `environment` adds to (or overrides) the hub's.
+    func withHubApp(
+        _ hubs: LocalNotificationHubs, environment: [String: String] = [:],
+        _ body: @escaping @Sendable (_ base: String, any TestClientProtocol) async throws -> Void
+    ) async throws {
         try await serveLocally(hubs.router, tls: tls) { base in
-            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base))
+            let app = try await makeTestApp(database: database, environment: hubEnvironment(hubs, base: base).merging(environment) { $1 })
             try await app.live { client in try await body(base, client) }
         }
     }
@@ -279,33 +283,29 @@ struct InstallationMirrorTests {
     func deviceTakenOver() async throws {
         let hubs = LocalNotificationHubs()
         try await LocalIdP().serve { idp in
-            try await serveLocally(hubs.router, tls: tls) { base in
-                let app = try await makeTestApp(
-                    database: database, environment: hubEnvironment(hubs, base: base).merging(["BFF_OIDC_ISSUER": idp.issuer]) { $1 })
-                try await app.live { client in
-                    let pad = "school-ipad-\(UUID().uuidString.prefix(8))"
-                    let aiko = try await signIn("aiko", on: pad, idp: idp, client: client)
-                    try await register(PushRegistrationTests.fcmToken("aiko-\(aiko.id)"), device: pad, as: aiko, with: client)
-                    try await runMirrors(hubs, base: base)
-                    #expect(hubs.installations.withLockedValue { $0[pad]?.tags } == [Self.tag(aiko.id)])
+            try await withHubApp(hubs, environment: ["BFF_OIDC_ISSUER": idp.issuer]) { base, client in
+                let pad = "school-ipad-\(UUID().uuidString.prefix(8))"
+                let aiko = try await signIn("aiko", on: pad, idp: idp, client: client)
+                try await register(PushRegistrationTests.fcmToken("aiko-\(aiko.id)"), device: pad, as: aiko, with: client)
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0[pad]?.tags } == [Self.tag(aiko.id)])
 
-                    // Ben signs in on the pad: Aiko's token there ends, and the pad's mirror is enqueued
-                    // in the login's transaction.
-                    let ben = try await signIn("ben", on: pad, idp: idp, client: client)
-                    #expect(ben.id != aiko.id)
-                    #expect(try await PushRegistrationTests.rows(in: database).isEmpty)
-                    #expect(try await mirrors().map(\.device) == [pad, pad])
-                    try await runMirrors(hubs, base: base)
-                    #expect(hubs.installations.withLockedValue { $0 }.isEmpty, "Aiko's recalls must not reach Ben's pad")
+                // Ben signs in on the pad: Aiko's token there ends, and the pad's mirror is enqueued
+                // in the login's transaction.
+                let ben = try await signIn("ben", on: pad, idp: idp, client: client)
+                #expect(ben.id != aiko.id)
+                #expect(try await PushRegistrationTests.rows(in: database).isEmpty)
+                #expect(try await mirrors().map(\.device) == [pad, pad])
+                try await runMirrors(hubs, base: base)
+                #expect(hubs.installations.withLockedValue { $0 }.isEmpty, "Aiko's recalls must not reach Ben's pad")
 
-                    let token = PushRegistrationTests.fcmToken("ben-\(ben.id)")
-                    try await register(token, device: pad, as: ben, with: client)
-                    try await runMirrors(hubs, base: base)
-                    #expect(
-                        hubs.installations.withLockedValue { $0 } == [
-                            pad: .init(installationId: pad, platform: "fcmv1", pushChannel: token, tags: [Self.tag(ben.id)])
-                        ])
-                }
+                let token = PushRegistrationTests.fcmToken("ben-\(ben.id)")
+                try await register(token, device: pad, as: ben, with: client)
+                try await runMirrors(hubs, base: base)
+                #expect(
+                    hubs.installations.withLockedValue { $0 } == [
+                        pad: .init(installationId: pad, platform: "fcmv1", pushChannel: token, tags: [Self.tag(ben.id)])
+                    ])
             }
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
@@ -315,32 +315,28 @@ struct InstallationMirrorTests {
     func backchannelLogout() async throws {
         let hubs = LocalNotificationHubs()
         try await LocalIdP().serve { idp in
-            try await serveLocally(hubs.router, tls: tls) { base in
-                let app = try await makeTestApp(
-                    database: database, environment: hubEnvironment(hubs, base: base).merging(["BFF_OIDC_ISSUER": idp.issuer]) { $1 })
-                try await app.live { client in
-                    let suffix = UUID().uuidString.prefix(8)
-                    let phone = "aiko-phone-\(suffix)"
-                    let tablet = "aiko-tablet-\(suffix)"
-                    let onPhone = try await signIn("aiko", on: phone, sid: "idp-session-phone", idp: idp, client: client)
-                    let onTablet = try await signIn("aiko", on: tablet, sid: "idp-session-tablet", idp: idp, client: client)
-                    try await register(PushRegistrationTests.fcmToken("phone-\(suffix)"), device: phone, as: onPhone, with: client)
-                    try await register(PushRegistrationTests.fcmToken("tablet-\(suffix)"), device: tablet, as: onTablet, with: client)
-                    try await runMirrors(hubs, base: base)
-                    #expect(Self.installed(hubs) == [phone, tablet])
+            try await withHubApp(hubs, environment: ["BFF_OIDC_ISSUER": idp.issuer]) { base, client in
+                let suffix = UUID().uuidString.prefix(8)
+                let phone = "aiko-phone-\(suffix)"
+                let tablet = "aiko-tablet-\(suffix)"
+                let onPhone = try await signIn("aiko", on: phone, sid: "idp-session-phone", idp: idp, client: client)
+                let onTablet = try await signIn("aiko", on: tablet, sid: "idp-session-tablet", idp: idp, client: client)
+                try await register(PushRegistrationTests.fcmToken("phone-\(suffix)"), device: phone, as: onPhone, with: client)
+                try await register(PushRegistrationTests.fcmToken("tablet-\(suffix)"), device: tablet, as: onTablet, with: client)
+                try await runMirrors(hubs, base: base)
+                #expect(Self.installed(hubs) == [phone, tablet])
 
-                    // The provider ends the phone's IdP session: its family and its token end, and its
-                    // mirror is enqueued in the same transaction.
-                    let logoutToken = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "aiko", sid: "idp-session-phone"))
-                    let answer = try await client.execute(
-                        uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
-                        body: ByteBuffer(string: "logout_token=\(logoutToken)"))
-                    #expect(answer.status == .ok, "\(answer.text)")
-                    #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [tablet])
-                    #expect(try await mirrors().map(\.device) == [phone, tablet, phone])
-                    try await runMirrors(hubs, base: base)
-                    #expect(Self.installed(hubs) == [tablet])
-                }
+                // The provider ends the phone's IdP session: its family and its token end, and its
+                // mirror is enqueued in the same transaction.
+                let logoutToken = try await idp.sign(TestLogoutClaims(iss: .init(value: idp.issuer), sub: "aiko", sid: "idp-session-phone"))
+                let answer = try await client.execute(
+                    uri: "/api/v1/auth/backchannel-logout", method: .post, headers: [.contentType: "application/x-www-form-urlencoded"],
+                    body: ByteBuffer(string: "logout_token=\(logoutToken)"))
+                #expect(answer.status == .ok, "\(answer.text)")
+                #expect(try await PushRegistrationTests.rows(in: database).map(\.device) == [tablet])
+                #expect(try await mirrors().map(\.device) == [phone, tablet, phone])
+                try await runMirrors(hubs, base: base)
+                #expect(Self.installed(hubs) == [tablet])
             }
         }
         #expect(hubs.violations.withLockedValue { $0 }.isEmpty)
