@@ -38,7 +38,7 @@ extension APIService {
 extension AccountDeletionRefusal: DomainError {
     var apiError: APIError {
         switch self {
-        case .sessionEnded: APIError.invalidToken("This session has ended; sign in again.")
+        case .sessionEnded: APIError.invalidToken(.sessionEnded)
         case .reauthenticationRequired: APIError(.reauthenticationRequired)
         }
     }
@@ -48,8 +48,8 @@ extension AccountDeletionRefusal: DomainError {
 extension ExportRefusal: DomainError {
     var apiError: APIError {
         switch self {
-        case .accountGone: APIError.invalidToken("The account of this token no longer exists.")
-        case .exportRunning(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, subject: "exports at once; one is still running")
+        case .accountGone: APIError.invalidToken(.accountGone)
+        case .exportRunning(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, .concurrentExports)
         }
     }
 }

@@ -22,6 +22,7 @@ struct APIService: APIProtocol {
     let accountDeletion: AccountDeletion
     let accountExport: AccountExport
     let remoteConfig: RemoteConfigSource
+    let learnerLanguages: LearnerLanguages
     let openAPIDocument: Data?
 
     /// References to what the composition root built; nothing is made here.
@@ -41,6 +42,7 @@ struct APIService: APIProtocol {
         accountDeletion = dependencies.accountDeletion
         accountExport = dependencies.accountExport
         remoteConfig = dependencies.remoteConfig
+        learnerLanguages = dependencies.learnerLanguages
         openAPIDocument = dependencies.openAPIDocument
     }
 
@@ -54,15 +56,15 @@ struct APIService: APIProtocol {
             return .ok(.init(body: .json(.init(status: .ready, schemaVersion: version))))
         case .failure(let error):
             let code = Components.Schemas._Error.CodePayload(value1: .init(rawValue: error.code.rawValue), value2: error.code.rawValue)
-            return .serviceUnavailable(.init(body: .json(.init(code: code, message: error.message))))
+            return .serviceUnavailable(.init(body: .json(.init(code: code, message: error.message.text(in: await AppRequestContext.answerLanguage())))))
         }
     }
 
     func chatTurn(_ input: Operations.ChatTurn.Input) async throws -> Operations.ChatTurn.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let chatID = try body.chatId.map { text in
-            guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", "must be a UUID") }
+            guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", .mustBeUUID) }
             return id
         }
         let prepared = try await turns.prepare(
@@ -70,9 +72,10 @@ struct APIService: APIProtocol {
             request: .init(
                 mode: body.mode == .question ? .question : .turn, chatID: chatID, message: body.message,
                 subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil, difficulty: body.difficulty),
-            idempotencyKey: AppRequestContext.current?.idempotencyKey)
+            idempotencyKey: AppRequestContext.current?.idempotencyKey, language: AppRequestContext.current?.knownLanguage)
+        AppRequestContext.current?.pendingLanguage?.learned(prepared.language)
         if AppRequestContext.current?.acceptsEventStream == true {
-            return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, logger: turns.logger))))
+            return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, language: prepared.language, logger: turns.logger))))
         }
         return .ok(.init(body: .json(try await turns.complete(prepared).schema)))
     }
@@ -90,10 +93,10 @@ extension TurnRefusal: DomainError {
         // every learner together, into the outage.
         case .tutorUnavailable(let seconds): APIError(.llmUnavailable, headers: [.retryAfter: String(seconds)])
         case .tutorNotConfigured(let seconds):
-            APIError(.llmUnavailable, "The tutor is not configured on this server.", headers: [.retryAfter: String(seconds)])
+            APIError(.llmUnavailable, .tutorNotConfigured, headers: [.retryAfter: String(seconds)])
         case .contentFiltered: APIError(.contentFiltered)
         case .shuttingDown:
-            APIError(.notReady, "This server is shutting down and did not store the turn; send it again.", headers: [.retryAfter: "1"])
+            APIError(.notReady, .turnNotStoredShuttingDown, headers: [.retryAfter: "1"])
         }
     }
 }

@@ -27,6 +27,11 @@ public struct AppRequestContext: RequestContext, PlatformRequestContext {
     public var acceptsEventStream = false
     /// The app's `X-Client`, read once by `ServiceGateMiddleware`; nil when absent or unreadable.
     var client: ClientIdentity?
+    public var requestedLanguage: Language?
+    /// The answer's language as far as it is known without asking the database; see `answerLanguage()`.
+    public var language: Language = .default
+    /// Set by `LearnerLanguageMiddleware` when only the learner's setting, not yet read, can say.
+    var pendingLanguage: PendingLearnerLanguage?
 
     package var route: MatchedRoute? { operation?.route }
 
@@ -51,6 +56,33 @@ public struct AppRequestContext: RequestContext, PlatformRequestContext {
             throw APIError.insufficientScope([missing])
         }
         return principal
+    }
+
+    /// The language to word this answer in: `Accept-Language`'s, else the learner's setting (read
+    /// now if this replica does not know it), else the default.
+    func answerLanguage() async -> Language {
+        if requestedLanguage == nil, let pendingLanguage { return await pendingLanguage.language(logger: logger) }
+        return language
+    }
+
+    /// The language to word `error` in: `answerLanguage()`, except that a dependency's outage
+    /// (503) never reads the learner's setting: the database may be what is down, and the answer
+    /// must not wait on it a second time.
+    func errorLanguage(for error: any Error) async -> Language {
+        if pendingLanguage?.known == nil, ErrorMapping.apiError(for: error)?.status == .serviceUnavailable { return language }
+        return await answerLanguage()
+    }
+
+    /// The answer's language when it is known without reading the learner's setting.
+    var knownLanguage: Language? {
+        if let requestedLanguage { return requestedLanguage }
+        guard let pendingLanguage else { return language }
+        return pendingLanguage.known
+    }
+
+    /// `answerLanguage()` of the request a generated handler runs for.
+    static func answerLanguage() async -> Language {
+        await current?.answerLanguage() ?? .default
     }
 
     /// `principal()` of the request a generated handler runs for.

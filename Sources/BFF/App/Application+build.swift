@@ -34,6 +34,7 @@ public struct AppDependencies: Sendable {
     let accountDeletion: AccountDeletion
     let accountExport: AccountExport
     let sightings: DeviceSightings
+    let learnerLanguages: LearnerLanguages
     /// The contract, as `GET /openapi.yaml` serves it; nil when its file cannot be read.
     let openAPIDocument: Data?
     /// Passed by `bff serve` during a drain, before the grace period ends (`DrainDeadline.Clock`).
@@ -68,6 +69,7 @@ public struct AppDependencies: Sendable {
         health = HealthHandlers(features.base)
         chatCreation = ChatCreation(database: database, repository: chats)
         settings = SettingsStore(database: database, recalls: features.recalls)
+        learnerLanguages = LearnerLanguages(settings: settings)
         catalogue = CatalogueStore(database: database)
         let installations = InstallationMirror(route: configuration.base.pushRoute)
         pushTokens = PushTokenStore(database: database, installations: installations)
@@ -197,6 +199,7 @@ func buildRouter(
         WebhookAuthorizationMiddleware(expected: configuration.features.subscriptions.webhookAuthorization)
         AuthenticationMiddleware(
             tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins)
+        LearnerLanguageMiddleware(languages: dependencies.learnerLanguages)
         AcceptMiddleware()
         RateLimitMiddleware(
             limiter: dependencies.base.limiter, loginPerAddress: configuration.authRateLimit,

@@ -19,7 +19,7 @@ extension APIService {
     }
 
     func authRefresh(_ input: Operations.AuthRefresh.Input) async throws -> Operations.AuthRefresh.Output {
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let pair = try await auth.refresh(token: body.refreshToken, deviceID: body.deviceId)
         return .ok(.init(headers: .init(cacheControl: .noStore), body: .json(pair.schema)))
     }
@@ -31,7 +31,7 @@ extension APIService {
     }
 
     func authBackchannelLogout(_ input: Operations.AuthBackchannelLogout.Input) async throws -> Operations.AuthBackchannelLogout.Output {
-        guard case .urlEncodedForm(let form) = input.body else { throw APIError.validation("body", "must be a form") }
+        guard case .urlEncodedForm(let form) = input.body else { throw APIError.validation("body", .mustBeForm) }
         try await auth.backchannelLogout(form.logoutToken)
         return .ok(.init(headers: .init(cacheControl: .noStore)))
     }
@@ -39,7 +39,7 @@ extension APIService {
     func getMe(_ input: Operations.GetMe.Input) async throws -> Operations.GetMe.Output {
         let principal = try AppRequestContext.principal()
         guard let user = try await auth.identity.user(id: principal.userID) else {
-            throw APIError.invalidToken("The account of this token no longer exists.")
+            throw APIError.invalidToken(.accountGone)
         }
         let subscription = try await subscriptions.view(userID: principal.userID)
         return .ok(
@@ -96,7 +96,7 @@ extension RefreshRefusal: DomainError {
         case .expired: APIError(.refreshExpired)
         case .revoked: APIError(.sessionRevoked)
         case .reused: APIError(.refreshReused)
-        case .rateLimited(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, subject: "refreshes for this session")
+        case .rateLimited(let retryAfter): APIError.rateLimited(retryAfter: retryAfter, .sessionRefreshes)
         }
     }
 }

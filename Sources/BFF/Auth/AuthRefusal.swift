@@ -1,8 +1,10 @@
+import BFFPlatform
+
 /// Why a login, a back-channel logout or a device's id was refused; a refresh token's own refusals
 /// are `RefreshRefusal`.
 enum AuthRefusal: Error, Equatable {
     /// A value the contract's schema lets through but the service does not accept.
-    case invalid(field: String, problem: String)
+    case invalid(field: String, problem: Phrase.Problem)
     /// The redirect URI is not one of `BFF_OIDC_REDIRECT_URIS`.
     case unregisteredRedirectURI
     /// The login's state is unknown, expired or already used.

@@ -30,7 +30,7 @@ struct AuthService: Sendable {
     }
 
     static func requireDeviceID(_ id: String) throws {
-        guard validDeviceID(id) else { throw AuthRefusal.invalid(field: "device_id", problem: "must be 8-128 characters of A-Z a-z 0-9 . _ : -") }
+        guard validDeviceID(id) else { throw AuthRefusal.invalid(field: "device_id", problem: .deviceIDShape) }
     }
 
     /// API-001: a one-time login holding the server's state and nonce and the app's PKCE challenge
@@ -43,7 +43,7 @@ struct AuthService: Sendable {
         }
         try Self.requireDeviceID(deviceID)
         guard PKCE.isChallenge(codeChallenge) else {
-            throw AuthRefusal.invalid(field: "code_challenge", problem: "must be the S256 challenge of the app's verifier: 43 characters of A-Z a-z 0-9 - _")
+            throw AuthRefusal.invalid(field: "code_challenge", problem: .codeChallengeShape)
         }
         let state = SecureRandom.token()
         let login = PendingLogin(
@@ -61,10 +61,10 @@ struct AuthService: Sendable {
     func callback(code: String, state: String, codeVerifier: String?) async throws -> TokenPair {
         // Checked before the login is used up: a malformed code must not cost the learner their login.
         guard (1...2048).contains(code.utf8.count), code.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
-            throw AuthRefusal.invalid(field: "code", problem: "must be 1-2048 visible ASCII characters")
+            throw AuthRefusal.invalid(field: "code", problem: .authorizationCodeShape)
         }
         guard (1...256).contains(state.utf8.count), state.utf8.allSatisfy(Base64URL.isAlphabet) else {
-            throw AuthRefusal.invalid(field: "state", problem: "must be 1-256 characters of A-Z a-z 0-9 - _")
+            throw AuthRefusal.invalid(field: "state", problem: .stateShape)
         }
         guard let login = try await identity.consumeLogin(state: state) else {
             throw AuthRefusal.unknownLogin
@@ -127,7 +127,7 @@ struct AuthService: Sendable {
     /// API-003: one-time rotation, rate limited per family (not per address: see `RotateRefreshToken`).
     func refresh(token: String, deviceID: String) async throws -> TokenPair {
         guard token.utf8.count == 43, token.utf8.allSatisfy(Base64URL.isAlphabet) else {
-            throw AuthRefusal.invalid(field: "refresh_token", problem: "must be 43 base64url characters")
+            throw AuthRefusal.invalid(field: "refresh_token", problem: .refreshTokenShape)
         }
         try Self.requireDeviceID(deviceID)
         // The contract's pattern allows a last character with unused bits set, which no token this

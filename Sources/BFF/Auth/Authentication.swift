@@ -11,7 +11,7 @@ public enum Authentication: Sendable {
     /// The 401 a protected operation answers, nil when there is a valid token.
     var refusal: APIError? {
         switch self {
-        case .anonymous: APIError.invalidToken("A bearer access token is required.")
+        case .anonymous: APIError.invalidToken(.bearerTokenRequired)
         case .invalid: APIError.invalidToken()
         case .authenticated: nil
         }
@@ -23,7 +23,7 @@ extension APIError {
     static func insufficientScope(_ scopes: [Scope]) -> APIError {
         let names = scopes.map(\.rawValue).joined(separator: " ")
         return APIError(
-            .insufficientScope, "This operation needs the scope\(scopes.count == 1 ? "" : "s") \(names).",
+            .insufficientScope, .scopesNeeded(names, count: scopes.count),
             headers: [.wwwAuthenticate: "Bearer error=\"insufficient_scope\", scope=\"\(names)\""])
     }
 }

@@ -23,8 +23,10 @@ struct ChatCreation: Sendable {
         case replayed(ChatRecord)
     }
 
-    func create(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Outcome {
-        let title = try Self.title(request.title)
+    /// `language` words the default title; it is not part of the request, so a retry in another
+    /// language replays the first answer.
+    func create(userID: UUID, request: Request, idempotencyKey: String?, language: Language = .default) async throws -> Outcome {
+        let title = try Self.title(request.title, language: language)
         try IdempotencyRequest.check(idempotencyKey)
         let requestHash = try IdempotencyRequest.hash(request)
         let logger = database.logger
@@ -55,21 +57,21 @@ struct ChatCreation: Sendable {
         return .replayed(chat)
     }
 
-    /// Trimmed, 1–200 characters, no control characters; absent → a dated default.
-    static func title(_ raw: String?) throws -> String {
+    /// Trimmed, 1–200 characters, no control characters; absent → a dated default in `language`.
+    static func title(_ raw: String?, language: Language = .default) throws -> String {
         guard let raw else {
             let formatter = DateFormatter()
             formatter.locale = Locale(identifier: "en_US_POSIX")
             formatter.timeZone = TimeZone(identifier: "Asia/Tokyo")
             formatter.dateFormat = "yyyy-MM-dd HH:mm"
-            return "Chat \(formatter.string(from: Date()))"
+            return Phrase.untitledChat(createdAt: formatter.string(from: Date())).text(in: language)
         }
         let title = raw.trimmingCharacters(in: .whitespacesAndNewlines)
         // Code points, as PostgreSQL's length() (the CHECK) and JSON Schema's maxLength count them.
-        guard (1...200).contains(title.unicodeScalars.count) else { throw ChatError.invalid(field: "title", problem: "must be 1-200 characters after trimming") }
+        guard (1...200).contains(title.unicodeScalars.count) else { throw ChatError.invalid(field: "title", problem: .titleLength) }
         // C0 controls and DEL, as the contract's pattern states.
         guard !title.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else {
-            throw ChatError.invalid(field: "title", problem: "must not contain control characters")
+            throw ChatError.invalid(field: "title", problem: .noControlCharacters)
         }
         return title
     }
@@ -78,5 +80,5 @@ struct ChatCreation: Sendable {
 /// A chat's request refused for what it asks: a field outside the contract's rules (the answer is in
 /// `ChatHandlers.swift`).
 enum ChatError: Error, Equatable {
-    case invalid(field: String, problem: String)
+    case invalid(field: String, problem: Phrase.Problem)
 }

@@ -5,7 +5,7 @@ import Foundation
 /// Chats, history, evaluation and tags (API-020…022): decode, authorize, call the repository, encode.
 extension APIService {
     private static func chatID(_ text: String) throws -> UUID {
-        guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", "must be a UUID") }
+        guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", .mustBeUUID) }
         return id
     }
 
@@ -21,11 +21,13 @@ extension APIService {
 
     func createChat(_ input: Operations.CreateChat.Input) async throws -> Operations.CreateChat.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let outcome = try await chatCreation.create(
             userID: principal.userID,
             request: .init(title: body.title, subjectID: body.subjectId, topicID: body.topicId),
-            idempotencyKey: AppRequestContext.current?.idempotencyKey)
+            idempotencyKey: AppRequestContext.current?.idempotencyKey,
+            // Only an untitled chat gets a sentence of the server's: its default title.
+            language: body.title == nil ? await AppRequestContext.answerLanguage() : .default)
         let chat: ChatRecord
         switch outcome {
         case .created(let created): chat = created
@@ -45,13 +47,13 @@ extension APIService {
     func renameChat(_ input: Operations.RenameChat.Input) async throws -> Operations.RenameChat.Output {
         let principal = try AppRequestContext.principal()
         let chatID = try Self.chatID(input.path.chatId)
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let title = try ChatCreation.title(body.title)
         switch try await chats.rename(userID: principal.userID, chatID: chatID, title: title, clientUpdatedAt: body.updatedAt) {
         case .renamed(let chat):
             return .ok(.init(body: .json(chat.schema)))
         case .stale:
-            throw APIError(.staleUpdate, "The chat was changed after your copy (updated_at); reload it and retry.")
+            throw APIError(.staleUpdate, .chatChangedMeanwhile)
         case .missing:
             throw APIError.notFound
         }
@@ -83,9 +85,9 @@ extension APIService {
     func evaluateChat(_ input: Operations.EvaluateChat.Input) async throws -> Operations.EvaluateChat.Output {
         let principal = try AppRequestContext.principal()
         let chatID = try Self.chatID(input.path.chatId)
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
-        guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }
-        if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", "must be at most 1000 characters") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
+        guard (1...5).contains(body.score) else { throw APIError.validation("score", .between(1, 5)) }
+        if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", .atMostCharacters(1000)) }
         guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note) else {
             throw APIError.notFound
         }
@@ -120,8 +122,8 @@ extension ChatError: DomainError {
 extension IdempotencyError: DomainError {
     var apiError: APIError {
         switch self {
-        case .malformedKey: APIError.validation("Idempotency-Key", "must be 1-255 visible ASCII characters")
-        case .keyReused: APIError(.idempotencyKeyReused, "This Idempotency-Key was used with a different request body.")
+        case .malformedKey: APIError.validation("Idempotency-Key", .idempotencyKeyShape)
+        case .keyReused: APIError(.idempotencyKeyReused)
         case .inProgress: APIError(.idempotencyInProgress)
         }
     }
@@ -131,7 +133,7 @@ extension PageError: DomainError {
     var apiError: APIError {
         switch self {
         case .invalidCursor: APIError(.invalidCursor)
-        case .limitOutOfRange(let max): APIError.validation("limit", "must be between 1 and \(max)")
+        case .limitOutOfRange(let max): APIError.validation("limit", .between(1, max))
         }
     }
 }

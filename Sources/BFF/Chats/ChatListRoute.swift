@@ -24,7 +24,7 @@ struct ChatListRoute: Sendable {
         let query = request.uri.queryParameters
         var limit: Int?
         if let text = query["limit"] {
-            guard let value = Int(text) else { throw APIError.validation("limit", "must be an integer") }
+            guard let value = Int(text) else { throw APIError.validation("limit", .mustBeInteger) }
             limit = value
         }
         var updatedSince: Date?
@@ -32,7 +32,7 @@ struct ChatListRoute: Sendable {
             do {
                 updatedSince = try RFC3339Dates().decode(String(text))
             } catch {
-                throw APIError.validation("updated_since", "\"\(text.prefix(40))\" is not an RFC 3339 date-time")
+                throw APIError.validation("updated_since", .notRFC3339(String(text.prefix(40))))
             }
         }
         let page = try await chats.page(

@@ -46,7 +46,7 @@ struct HealthHandlers: Sendable {
             }
             // Every version of this build applied, the newest included.
             guard applied == versions.count else {
-                return .failure(APIError(.notReady, "The database schema is at version \(version) with \(versions.count - applied) of this build's migrations missing; run bff migrate."))
+                return .failure(APIError(.notReady, .schemaBehind(version: version, missing: versions.count - applied)))
             }
             return .success(version)
         } catch {

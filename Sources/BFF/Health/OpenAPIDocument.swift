@@ -7,7 +7,7 @@ import OpenAPIRuntime
 /// start-up; the image carries it next to the binary), for client teams' generators and API browsers.
 extension APIService {
     func getOpenAPIDocument(_ input: Operations.GetOpenAPIDocument.Input) async throws -> Operations.GetOpenAPIDocument.Output {
-        guard let document = openAPIDocument else { throw APIError(.notFound, "This server was started without its contract file (BFF_OPENAPI_FILE).") }
+        guard let document = openAPIDocument else { throw APIError(.notFound, .contractFileMissing) }
         return .ok(.init(body: .yaml(HTTPBody(document))))
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 extension APIService {
     func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let registration = try PushTokenRegistration(validating: body, sessionDevice: principal.deviceID)
         try await pushTokens.register(registration, userID: principal.userID)
         return .noContent(.init())
@@ -14,7 +14,7 @@ extension APIService {
 
     func unregisterPushToken(_ input: Operations.UnregisterPushToken.Input) async throws -> Operations.UnregisterPushToken.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         try PushTokenRegistration.requireTokenShape(body.token)
         try await pushTokens.unregister(token: body.token, userID: principal.userID)
         return .noContent(.init())
@@ -27,7 +27,7 @@ extension PushTokenRegistration {
     init(validating body: Components.Schemas.PushRegistration, sessionDevice: String) throws {
         try Self.requireTokenShape(body.token)
         guard body.deviceId == sessionDevice else {
-            throw APIError.validation("device_id", "must be the device this session signed in on")
+            throw APIError.validation("device_id", .notThisSessionsDevice)
         }
         let isAPNsShaped =
             (64...200).contains(body.token.utf8.count) && body.token.utf8.count % 2 == 0
@@ -37,11 +37,11 @@ extension PushTokenRegistration {
         case .apns?: provider = .apns
         case .fcm?: provider = .fcm
         case nil: provider = body.platform == .ios && isAPNsShaped ? .apns : .fcm
-        default: throw APIError.validation("provider", "must be apns, fcm or null")
+        default: throw APIError.validation("provider", .pushProviderChoice)
         }
         if provider == .apns {
-            guard body.platform == .ios else { throw APIError.validation("provider", "apns tokens come from iOS devices only") }
-            guard isAPNsShaped else { throw APIError.validation("token", "an APNs token is 64-200 hexadecimal digits, an even count") }
+            guard body.platform == .ios else { throw APIError.validation("provider", .apnsFromIOSOnly) }
+            guard isAPNsShaped else { throw APIError.validation("token", .apnsTokenShape) }
         }
         self.init(token: body.token, platform: body.platform.rawValue, provider: provider, deviceID: body.deviceId)
     }
@@ -52,6 +52,6 @@ extension PushTokenRegistration {
         let bytes = token.utf8
         guard (64...2048).contains(bytes.count),
             bytes.allSatisfy({ ($0 >= 0x30 && $0 <= 0x3A) || ($0 >= 0x41 && $0 <= 0x5A) || ($0 >= 0x61 && $0 <= 0x7A) || $0 == 0x5F || $0 == 0x2D })
-        else { throw APIError.validation("token", "must be 64-2048 characters of A-Z a-z 0-9 _ : -") }
+        else { throw APIError.validation("token", .fcmTokenShape) }
     }
 }

@@ -29,18 +29,23 @@ extension RecallDelivery {
         let logger = Self.logger(self.logger, recallID: args.recallID, service: route)
         // The catalogue's name for what the chat is about, never the chat's title: that is the
         // learner's own words (by default their first message's start), and a push shows on a lock screen.
-        let current: (status: String, dueAt: Date, chatID: UUID, topic: String?, registered: Bool)? = try await database.run { client in
+        let current: (status: String, dueAt: Date, chatID: UUID, topic: String?, language: Language, registered: Bool)? = try await database.run { client in
             for try await row in try await client.query(
                 """
-                SELECT r.status, r.due_at, r.chat_id, coalesce(t.name, s.name),
+                SELECT r.status, r.due_at, r.chat_id,
+                       coalesce(bff_catalogue_name(l.language, t.name, t.name_ja, t.name_en), bff_catalogue_name(l.language, s.name, s.name_ja, s.name_en)),
+                       l.language,
                        EXISTS (SELECT 1 FROM push_tokens p WHERE p.user_id = r.user_id AND p.token = \(args.token))
                 FROM recalls r JOIN chats c ON c.id = r.chat_id AND c.user_id = r.user_id
                 LEFT JOIN topics t ON t.id = c.topic_id
                 LEFT JOIN subjects s ON s.id = c.subject_id
+                CROSS JOIN LATERAL (
+                    SELECT coalesce((SELECT language FROM user_settings WHERE user_id = r.user_id), \(Language.default.rawValue)) AS language
+                ) l
                 WHERE r.id = \(args.recallID) AND r.user_id = \(userID)
                 """, logger: logger
-            ).decode((String, Date, UUID, String?, Bool).self) {
-                return (row.0, row.1, row.2, row.3, row.4)
+            ).decode((String, Date, UUID, String?, String, Bool).self) {
+                return (row.0, row.1, row.2, row.3, Language(rawValue: row.4) ?? .default, row.5)
             }
             return nil
         }
@@ -48,7 +53,8 @@ extension RecallDelivery {
         guard let sender = senders.sender(for: provider) else {
             throw JobFailure.snooze("no push service is configured for \(provider.rawValue) tokens", after: .seconds(600))
         }
-        let message = Self.message(recallID: args.recallID, chatID: current.chatID, topic: current.topic, deepLinkBase: deepLinkBase, now: now())
+        let message = Self.message(
+            recallID: args.recallID, chatID: current.chatID, topic: current.topic, language: current.language, deepLinkBase: deepLinkBase, now: now())
         let sendStarted = ContinuousClock.now
         let outcome = await sender.send(message, to: PushTarget(token: args.token, provider: provider))
         Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - sendStarted)

@@ -98,7 +98,8 @@ public struct RecallDelivery: Sendable {
                 }
             }
         }
-        let message = Self.message(recallID: args.recallID, chatID: recall.chatID, topic: recall.topic, deepLinkBase: deepLinkBase, now: now())
+        let message = Self.message(
+            recallID: args.recallID, chatID: recall.chatID, topic: recall.topic, language: recall.language, deepLinkBase: deepLinkBase, now: now())
         var answered: [PushOutcomeRecord] = []
         // A batch holds its permits until its answers are recorded: a worker killed now re-sends at
         // most the permits' count of pushes, each with the recall as its collapse id.
@@ -214,13 +215,13 @@ public struct RecallDelivery: Sendable {
         return logger
     }
 
-    /// The display notification, in Japanese: the chat's topic or subject by its catalogue name (a
-    /// fixed line for a chat with neither), nothing the learner wrote, and the deep link.
-    static func message(recallID: UUID, chatID: UUID, topic: String?, deepLinkBase: String, now: Date) -> PushMessage {
+    /// The display notification, in the learner's language: the chat's topic or subject by its
+    /// catalogue name (a fixed line for a chat with neither), nothing the learner wrote, and the deep link.
+    static func message(recallID: UUID, chatID: UUID, topic: String?, language: Language = .default, deepLinkBase: String, now: Date) -> PushMessage {
         let chat = chatID.uuidString.lowercased(), recall = recallID.uuidString.lowercased()
         return PushMessage(
-            title: "復習の時間です",
-            body: topic.map { "「\($0)」をもう一度説明してみよう" } ?? "前に学んだことをもう一度説明してみよう",
+            title: Phrase.recallPushTitle.text(in: language),
+            body: Phrase.recallPushBody(topic: topic).text(in: language),
             deepLink: "\(deepLinkBase)chats/\(chat)?recall=\(recall)",
             collapseID: recall, recallID: recallID, chatID: chatID,
             expiresAt: now.addingTimeInterval(86_400))

@@ -16,6 +16,8 @@ struct RecallDeliverySnapshot: Sendable {
     /// title: that is the learner's own words (by default their first message's start), and a push
     /// shows on a lock screen.
     let topic: String?
+    /// The learner's setting: a push answers no request.
+    let language: Language
     let notificationsEnabled: Bool
     let window: NotificationWindow
     /// The learner's registered tokens, in token order.
@@ -59,7 +61,9 @@ struct RecallDeliverySnapshot: Sendable {
         let found: [UUID: RecallDeliverySnapshot] = try await database.run { client in
             let rows = try await client.query(
                 """
-                SELECT r.id, r.status, r.due_at, r.chat_id, coalesce(t.name, s.name), coalesce(u.notifications_enabled, true),
+                SELECT r.id, r.status, r.due_at, r.chat_id,
+                       coalesce(bff_catalogue_name(l.language, t.name, t.name_ja, t.name_en), bff_catalogue_name(l.language, s.name, s.name_ja, s.name_en)),
+                       l.language, coalesce(u.notifications_enabled, true),
                        to_char(u.notify_start, 'HH24:MI'), to_char(u.notify_end, 'HH24:MI'), u.timezone,
                        coalesce(p.tokens, '{}'::text[]), coalesce(p.providers, '{}'::text[]), coalesce(o.accepted, '{}'::text[])
                 FROM unnest(\(recallIDs)::uuid[], \(userIDs)::uuid[]) AS q (recall_id, user_id)
@@ -68,6 +72,7 @@ struct RecallDeliverySnapshot: Sendable {
                 LEFT JOIN topics t ON t.id = c.topic_id
                 LEFT JOIN subjects s ON s.id = c.subject_id
                 LEFT JOIN user_settings u ON u.user_id = q.user_id
+                CROSS JOIN LATERAL (SELECT coalesce(u.language, \(Language.default.rawValue)) AS language) l
                 CROSS JOIN LATERAL (
                     SELECT array_agg(token ORDER BY token) AS tokens, array_agg(provider ORDER BY token) AS providers
                     FROM push_tokens WHERE user_id = q.user_id
@@ -78,12 +83,13 @@ struct RecallDeliverySnapshot: Sendable {
                 ) o
                 """, logger: logger)
             var found: [UUID: RecallDeliverySnapshot] = [:]
-            for try await (id, status, dueAt, chatID, topic, enabled, start, end, zone, tokens, providers, accepted) in rows.decode(
-                (UUID, String, Date, UUID, String?, Bool, String?, String?, String?, [String], [String], [String]).self)
+            for try await (id, status, dueAt, chatID, topic, language, enabled, start, end, zone, tokens, providers, accepted) in rows.decode(
+                (UUID, String, Date, UUID, String?, String, Bool, String?, String?, String?, [String], [String], [String]).self)
             {
                 let window = start.flatMap { start in end.flatMap { end in zone.map { NotificationWindow(start: start, end: end, zone: $0) } } }
                 found[id] = RecallDeliverySnapshot(
-                    status: status, dueAt: dueAt, chatID: chatID, topic: topic, notificationsEnabled: enabled,
+                    status: status, dueAt: dueAt, chatID: chatID, topic: topic, language: Language(rawValue: language) ?? .default,
+                    notificationsEnabled: enabled,
                     // The default window when the learner never saved settings, as the scheduler placed it.
                     window: window ?? .default,
                     targets: zip(tokens, providers).map { PushTarget(token: $0, provider: .init(rawValue: $1) ?? .fcm) },

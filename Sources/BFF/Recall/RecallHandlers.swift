@@ -7,7 +7,7 @@ import Foundation
 /// re-evaluation that schedules the next one.
 extension APIService {
     private static func recallID(_ text: String) throws -> UUID {
-        guard let id = UUID(uuidString: text) else { throw APIError.validation("recall_id", "must be a UUID") }
+        guard let id = UUID(uuidString: text) else { throw APIError.validation("recall_id", .mustBeUUID) }
         return id
     }
 
@@ -44,9 +44,9 @@ extension APIService {
     func evaluateRecall(_ input: Operations.EvaluateRecall.Input) async throws -> Operations.EvaluateRecall.Output {
         let principal = try AppRequestContext.principal()
         let recallID = try Self.recallID(input.path.recallId)
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
-        guard (1...5).contains(body.score) else { throw APIError.validation("score", "must be between 1 and 5") }
-        if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", "must be at most 1000 characters") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
+        guard (1...5).contains(body.score) else { throw APIError.validation("score", .between(1, 5)) }
+        if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", .atMostCharacters(1000)) }
         let next = try await recalls.evaluate(userID: principal.userID, recallID: recallID, score: body.score, note: body.note)
         return .ok(.init(body: .json(next.schema)))
     }
@@ -55,7 +55,7 @@ extension APIService {
 extension RecallRefusal: DomainError {
     var apiError: APIError {
         switch self {
-        case .missing: APIError(.notFound, "No such recall.")
+        case .missing: APIError(.notFound, .noSuchRecall)
         case .done: APIError(.recallDone)
         case .canceled: APIError(.recallCanceled)
         }

@@ -9,11 +9,11 @@ extension APIService {
         let platform: ClientIdentity.Platform = input.query.platform == .ios ? .ios : .android
         var version: AppVersion?
         if let text = input.query.appVersion {
-            guard let parsed = AppVersion(text) else { throw APIError.validation("app_version", "must be a version such as 1.4.0") }
+            guard let parsed = AppVersion(text) else { throw APIError.validation("app_version", .appVersionShape) }
             version = parsed
         }
         if let region = input.query.region, !RemoteConfig.isRegion(region) {
-            throw APIError.validation("region", "must be a two-letter region code such as JP")
+            throw APIError.validation("region", .regionShape)
         }
         let config = remoteConfig.current()
         let versions = config.platforms[platform]

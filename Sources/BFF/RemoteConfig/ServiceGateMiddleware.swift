@@ -23,14 +23,14 @@ struct ServiceGateMiddleware: RouterMiddleware {
         let now = Date()
         if remote.maintenance.isOn(at: now) {
             let seconds = remote.maintenance.until.map { max(1, Int($0.timeIntervalSince(now).rounded(.up))) } ?? 300
-            throw APIError(.maintenance, remote.maintenance.message, headers: [.retryAfter: String(seconds)])
+            throw APIError(.maintenance, remote.maintenance.message.map(Phrase.announcement), headers: [.retryAfter: String(seconds)])
         }
         // An unreadable or absent X-Client is served: the web sends none, and a broken header must
         // not lock an app out. Only a version known to be too old is refused.
         if gate == .all, let client = context.client,
             let platform = client.platform, let version = client.version, let minimum = remote.platforms[platform]?.minSupported, version < minimum
         {
-            throw APIError(.upgradeRequired, "Version \(version) is no longer supported; update to \(minimum) or later from the store.")
+            throw APIError(.upgradeRequired, .appVersionUnsupported(version: "\(version)", minimum: "\(minimum)"))
         }
         return try await next(request, context)
     }

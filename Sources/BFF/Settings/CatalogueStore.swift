@@ -19,12 +19,15 @@ struct CatalogueSubject: Sendable, Equatable {
 struct CatalogueStore: Sendable {
     let database: Database
 
-    /// Every subject with its topics, in the catalogue's order.
-    func subjects() async throws -> [CatalogueSubject] {
+    /// Every subject with its topics, in the catalogue's order, named in `language` (the web's own
+    /// `name` where that language's is missing).
+    func subjects(in language: Language) async throws -> [CatalogueSubject] {
         try await database.run { client in
             let rows = try await client.query(
                 """
-                SELECT s.id, s.name, t.id, t.name FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id
+                SELECT s.id, bff_catalogue_name(\(language.rawValue), s.name, s.name_ja, s.name_en),
+                       t.id, bff_catalogue_name(\(language.rawValue), t.name, t.name_ja, t.name_en)
+                FROM subjects s LEFT JOIN topics t ON t.subject_id = s.id
                 ORDER BY s.position, s.id, t.position, t.id
                 """)
             var subjects: [CatalogueSubject] = []
@@ -71,9 +74,9 @@ struct CatalogueStore: Sendable {
     static func resolve(subjectID: String?, topicID: String?, subjectExists: Bool, topicSubject: String?) throws -> (String?, String?) {
         if subjectID != nil, !subjectExists { throw CatalogueError.unknownSubject(field: "subject_id") }
         guard let topicID else { return (subjectID, nil) }
-        guard let owner = topicSubject else { throw CatalogueError.unknownTopic(field: "topic_id", problem: "no such topic.") }
+        guard let owner = topicSubject else { throw CatalogueError.unknownTopic(field: "topic_id", problem: .noSuchTopic) }
         if let subjectID, subjectID != owner {
-            throw CatalogueError.unknownTopic(field: "topic_id", problem: "the topic belongs to another subject.")
+            throw CatalogueError.unknownTopic(field: "topic_id", problem: .topicOfAnotherSubject)
         }
         return (owner, topicID)
     }

@@ -11,14 +11,16 @@ extension APIService {
 
     func replaceSettings(_ input: Operations.ReplaceSettings.Input) async throws -> Operations.ReplaceSettings.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let replacement = try LearnerSettings(validating: body)
-        return .ok(.init(body: .json(try await settings.replace(userID: principal.userID, with: replacement).schema)))
+        let stored = try await settings.replace(userID: principal.userID, with: replacement)
+        if let language = stored.language { learnerLanguages.remember(language, of: principal.userID) }
+        return .ok(.init(body: .json(stored.schema)))
     }
 
     func listSubjects(_ input: Operations.ListSubjects.Input) async throws -> Operations.ListSubjects.Output {
         _ = try AppRequestContext.principal()
-        let subjects = try await catalogue.subjects()
+        let subjects = try await catalogue.subjects(in: await AppRequestContext.answerLanguage())
         return .ok(
             .init(
                 body: .json(
@@ -32,8 +34,8 @@ extension APIService {
 extension CatalogueError: DomainError {
     var apiError: APIError {
         switch self {
-        case .unknownSubject(let field): APIError(.unknownSubject, "\(field): no such subject.")
-        case .unknownTopic(let field, let problem): APIError(.unknownTopic, "\(field): \(problem)")
+        case .unknownSubject(let field): APIError(.unknownSubject, .invalid(field: field, .noSuchSubject))
+        case .unknownTopic(let field, let problem): APIError(.unknownTopic, .invalid(field: field, problem))
         }
     }
 }
@@ -50,26 +52,26 @@ extension LearnerSettings {
             guard bytes.count == 5, bytes[2] == UInt8(ascii: ":"),
                 let h1 = digit(0), let h2 = digit(1), let m1 = digit(3), let m2 = digit(4),
                 h1 * 10 + h2 <= 23, m1 * 10 + m2 <= 59
-            else { throw APIError.validation(field, "must be a time HH:MM") }
+            else { throw APIError.validation(field, .timeOfDayShape) }
             return value
         }
         func difficulty(_ value: Int, _ field: String) throws -> Int {
-            guard (1...5).contains(value) else { throw APIError.validation(field, "must be between 1 and 5") }
+            guard (1...5).contains(value) else { throw APIError.validation(field, .between(1, 5)) }
             return value
         }
         let window = body.notificationWindow
         guard (1...64).contains(window.timezone.count), Self.isZoneName(window.timezone) else {
-            throw APIError.validation("notification_window.timezone", "must be an IANA time zone such as Asia/Tokyo")
+            throw APIError.validation("notification_window.timezone", .timeZoneShape)
         }
-        guard body.subjects.count <= 50 else { throw APIError.validation("subjects", "must have at most 50 entries") }
+        guard body.subjects.count <= 50 else { throw APIError.validation("subjects", .atMostEntries(50)) }
         var seen: Set<String> = []
         var subjects: [SubjectPreference] = []
         for (index, preference) in body.subjects.enumerated() {
             guard seen.insert(preference.subjectId).inserted else {
-                throw APIError.validation("subjects[\(index)].subject_id", "appears twice")
+                throw APIError.validation("subjects[\(index)].subject_id", .appearsTwice)
             }
             guard preference.topicIds.count <= 100, Set(preference.topicIds).count == preference.topicIds.count else {
-                throw APIError.validation("subjects[\(index)].topic_ids", "must be at most 100 distinct topics")
+                throw APIError.validation("subjects[\(index)].topic_ids", .atMostDistinctTopics(100))
             }
             subjects.append(
                 .init(
@@ -80,12 +82,23 @@ extension LearnerSettings {
         let notifyEnd = try time(window.end, "notification_window.end")
         // Read as an empty window it would silence the learner; as a whole day, wake them at night.
         guard notifyEnd != notifyStart else {
-            throw APIError.validation("notification_window.end", "must differ from start (end before start spans midnight)")
+            throw APIError.validation("notification_window.end", .windowEndEqualsStart)
         }
         self.init(
             subjects: subjects, difficulty: try difficulty(body.difficulty, "difficulty"),
             notifyStart: notifyStart, notifyEnd: notifyEnd, timezone: window.timezone, theme: body.theme.rawValue,
-            notificationsEnabled: body.notificationsEnabled ?? true)
+            notificationsEnabled: body.notificationsEnabled ?? true,
+            language: try Self.language(body.language))
+    }
+
+    /// Left out or null: keep the stored one.
+    private static func language(_ given: Components.Schemas.ReplaceSettingsRequest.LanguagePayload?) throws -> Language? {
+        switch given {
+        case .ja?: .ja
+        case .en?: .en
+        case nil: nil
+        default: throw APIError.validation("language", .invalidValue)
+        }
     }
 
     var schema: Components.Schemas.Settings {
@@ -94,7 +107,8 @@ extension LearnerSettings {
             difficulty: difficulty,
             notificationWindow: .init(start: notifyStart, end: notifyEnd, timezone: timezone),
             theme: Components.Schemas.Settings.ThemePayload(rawValue: theme) ?? .system,
-            notificationsEnabled: notificationsEnabled)
+            notificationsEnabled: notificationsEnabled,
+            language: Components.Schemas.Language(rawValue: (language ?? .default).rawValue) ?? .ja)
     }
 
     /// A zone of the system's zone database: a file under its directory. `TimeZone(identifier:)`

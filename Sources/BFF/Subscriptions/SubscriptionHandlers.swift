@@ -13,13 +13,13 @@ extension APIService {
 
     func verifyPurchase(_ input: Operations.VerifyPurchase.Input) async throws -> Operations.VerifyPurchase.Output {
         let principal = try AppRequestContext.principal()
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         // The contract's limits, which the generated decoder does not check.
         guard (1...200).contains(body.productId.utf8.count), Self.only(body.productId, plus: "._-") else {
-            throw APIError.validation("product_id", "must be 1 to 200 characters of letters, digits, '.', '_' and '-'")
+            throw APIError.validation("product_id", .productIDShape)
         }
         guard (1...Self.receiptMaxLength).contains(body.receipt.utf8.count), Self.only(body.receipt, plus: "+/=._-") else {
-            throw APIError.validation("receipt", "must be a store receipt or purchase token of at most 60,000 base64 or token characters")
+            throw APIError.validation("receipt", .receiptShape)
         }
         let view = try await purchases.verify(
             userID: principal.userID, platform: body.platform.rawValue, productID: body.productId, receipt: body.receipt)
@@ -40,10 +40,10 @@ extension APIService {
 
     func revenueCatWebhook(_ input: Operations.RevenueCatWebhook.Input) async throws -> Operations.RevenueCatWebhook.Output {
         // The Authorization header was checked before the body was read (WebhookAuthorizationMiddleware).
-        guard case .json(let body) = input.body else { throw APIError.validation("body", "must be JSON") }
+        guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         let event = body.event
-        guard (1...200).contains(event.id.utf8.count) else { throw APIError.validation("event.id", "must be 1 to 200 characters") }
-        guard (1...100).contains(event._type.utf8.count) else { throw APIError.validation("event.type", "must be 1 to 100 characters") }
+        guard (1...200).contains(event.id.utf8.count) else { throw APIError.validation("event.id", .lengthBetween(1, 200)) }
+        guard (1...100).contains(event._type.utf8.count) else { throw APIError.validation("event.type", .lengthBetween(1, 100)) }
         let fields = event.additionalProperties.value
         func text(_ key: String) -> String? { (fields[key] ?? nil) as? String }
         func texts(_ key: String) -> [String] { ((fields[key] ?? nil) as? [(any Sendable)?])?.compactMap { $0 as? String } ?? [] }
@@ -68,7 +68,7 @@ extension APIService {
 extension PurchaseRefusal: DomainError {
     var apiError: APIError {
         switch self {
-        case .notConfigured: APIError(.storeUnavailable, "Purchases are not configured on this server.")
+        case .notConfigured: APIError(.storeUnavailable, .purchasesNotConfigured)
         case .rateLimited(let decision): APIError.rateLimited(decision)
         case .receiptRefused: APIError(.invalidReceipt)
         case .storeUnavailable(let seconds): APIError(.storeUnavailable, headers: [.retryAfter: String(seconds)])
@@ -80,15 +80,15 @@ extension PlanRefusal: DomainError {
     var apiError: APIError {
         switch self {
         case .planRequired(let feature, let needed):
-            let what =
+            let what: Phrase.PlanFeature =
                 switch feature {
-                case .instantQuestion: "Instant questions"
+                case .instantQuestion: .instantQuestions
                 }
-            return APIError(.planRequired, "\(what) need the \(needed.rawValue) plan.")
+            return APIError(.planRequired, .featureNeedsPlan(what, plan: needed.rawValue))
         case .quotaExhausted(let plan, let allowed, let secondsLeft):
             // Until the learner's day ends, at least a second.
             return APIError(
-                .quotaExceeded, "Your \(plan.rawValue) plan allows \(allowed) tutoring turns a day; more when your day ends.",
+                .quotaExceeded, .dailyTurnsUsed(plan: plan.rawValue, allowed: allowed),
                 headers: [.retryAfter: String(max(1, Int(secondsLeft.rounded(.up))))])
         }
     }

@@ -15,7 +15,7 @@ struct WebhookAuthorizationMiddleware: RouterMiddleware {
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard context.operation?.policy.access == .revenueCatWebhook else { return try await next(request, context) }
         guard let expected else {
-            throw APIError(.storeUnavailable, "The RevenueCat webhook is not configured on this server (BFF_REVENUECAT_WEBHOOK_AUTH).")
+            throw APIError(.storeUnavailable, .webhookNotConfigured)
         }
         guard let given = request.headers[.authorization], Self.same(given, expected) else { throw APIError(.webhookUnauthorized) }
         return try await next(request, context)

@@ -67,43 +67,50 @@ struct ChatTurn: Sendable {
         fileprivate let request: Request
         fileprivate let idempotencyKey: String?
         fileprivate let context: Context?
+        /// What a new chat's title and the stream's error are written in: the caller's language as
+        /// the turn's read resolved it.
+        var language: Language = .default
         /// The turn counted against the plan's day; nil for a replay or an unlimited plan.
         fileprivate var reservation: TurnQuota.Reservation? = nil
     }
 
-    func run(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Result {
-        try await complete(try await prepare(userID: userID, request: request, idempotencyKey: idempotencyKey))
+    func run(userID: UUID, request: Request, idempotencyKey: String?, language: Language? = nil) async throws -> Result {
+        try await complete(try await prepare(userID: userID, request: request, idempotencyKey: idempotencyKey, language: language))
     }
 
-    func prepare(userID: UUID, request: Request, idempotencyKey: String?) async throws -> Prepared {
+    /// `language` is the caller's when known, for what the server writes into a new chat (its title,
+    /// the catalogue's names in the prompt); nil reads the learner's setting in the turn's read. It
+    /// is not part of the request, so a retry in another language replays the first answer.
+    func prepare(userID: UUID, request: Request, idempotencyKey: String?, language: Language? = nil) async throws -> Prepared {
         switch request.mode {
         case .turn:
-            guard let message = request.message else { throw TurnRefusal.invalid(field: "message", problem: "is required (mode turn)") }
-            guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw TurnRefusal.invalid(field: "message", problem: "must not be blank") }
+            guard let message = request.message else { throw TurnRefusal.invalid(field: "message", problem: .requiredForTurn) }
+            guard !message.trimmingCharacters(in: .whitespacesAndNewlines).isEmpty else { throw TurnRefusal.invalid(field: "message", problem: .mustNotBeBlank) }
             // The contract's maxLength and pattern, which the generated decoder does not check: PostgreSQL
             // refuses NUL in text, and the turn would fail after the LLM call.
-            guard message.unicodeScalars.count <= 8000 else { throw TurnRefusal.invalid(field: "message", problem: "must be at most 8000 characters") }
-            guard !message.unicodeScalars.contains("\0") else { throw TurnRefusal.invalid(field: "message", problem: "must not contain NUL characters") }
-            guard request.difficulty == nil else { throw TurnRefusal.invalid(field: "difficulty", problem: "is for mode question only") }
+            guard message.unicodeScalars.count <= 8000 else { throw TurnRefusal.invalid(field: "message", problem: .atMostCharacters(8000)) }
+            guard !message.unicodeScalars.contains("\0") else { throw TurnRefusal.invalid(field: "message", problem: .noNULCharacters) }
+            guard request.difficulty == nil else { throw TurnRefusal.invalid(field: "difficulty", problem: .questionOnly) }
         case .question:
-            guard request.message == nil else { throw TurnRefusal.invalid(field: "message", problem: "must be left out with mode question: the AI asks") }
-            guard request.chatID == nil else { throw TurnRefusal.invalid(field: "chat_id", problem: "must be left out with mode question: it starts a chat") }
-            guard request.subjectID != nil else { throw TurnRefusal.invalid(field: "subject_id", problem: "is required with mode question") }
+            guard request.message == nil else { throw TurnRefusal.invalid(field: "message", problem: .leftOutWithQuestionAIAsks) }
+            guard request.chatID == nil else { throw TurnRefusal.invalid(field: "chat_id", problem: .leftOutWithQuestionStartsChat) }
+            guard request.subjectID != nil else { throw TurnRefusal.invalid(field: "subject_id", problem: .requiredWithQuestion) }
         }
         if let difficulty = request.difficulty, !(1...5).contains(difficulty) {
-            throw TurnRefusal.invalid(field: "difficulty", problem: "must be between 1 and 5")
+            throw TurnRefusal.invalid(field: "difficulty", problem: .between(1, 5))
         }
         try IdempotencyRequest.check(idempotencyKey)
         let requestHash = try IdempotencyRequest.hash(request)
         // One read of all the turn decides on, then refusals that count nothing, then one statement
         // that counts the turn (quota, rate limit) and claims its key.
-        let snapshot = try await turns.snapshot(userID: userID, request: request, operation: Self.operation, key: idempotencyKey)
+        let snapshot = try await turns.snapshot(userID: userID, request: request, operation: Self.operation, key: idempotencyKey, language: language)
         // A replay answers before anything is counted or asked; a key whose first request still runs
         // is decided by the claim below (it may have died).
         if let stored = snapshot.key {
             guard stored.hash == requestHash else { throw IdempotencyError.keyReused }
             if let body = stored.body, let earlier = try? JSONDecoder().decode(Result.self, from: body) {
-                return Prepared(replay: earlier, userID: userID, request: request, idempotencyKey: idempotencyKey, context: nil)
+                return Prepared(
+                    replay: earlier, userID: userID, request: request, idempotencyKey: idempotencyKey, context: nil, language: snapshot.language)
             }
         }
         guard let llm else { throw TurnRefusal.tutorNotConfigured(retryAfterSeconds: Self.misconfiguredRetryAfter) }
@@ -118,7 +125,7 @@ struct ChatTurn: Sendable {
         switch admission {
         case .admitted(let day):
             return Prepared(
-                replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context,
+                replay: nil, userID: userID, request: request, idempotencyKey: idempotencyKey, context: context, language: snapshot.language,
                 reservation: day.map { TurnQuota.Reservation(userID: userID, day: $0) })
         case .quotaExhausted(let secondsLeft): throw PlanRefusal.quotaExhausted(plan: plan, allowed: allowed ?? 0, secondsLeft: secondsLeft)
         case .rateLimited(let decision): throw TurnRefusal.rateLimited(decision)
@@ -175,7 +182,9 @@ struct ChatTurn: Sendable {
                     await onDelta(text)
                 }
             }
-            let result = try await store(userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey)
+            let result = try await store(
+                userID: userID, request: request, context: context, completion: completion, idempotencyKey: idempotencyKey,
+                language: prepared.language)
             logger.info(
                 "tutoring turn",
                 metadata: [
@@ -224,12 +233,14 @@ struct ChatTurn: Sendable {
     }
 
     /// The messages, the chat's counters, the tags' job and the key's answer, in one statement.
-    private func store(userID: UUID, request: Request, context: Context, completion: LLMCompletion, idempotencyKey: String?) async throws -> Result {
+    private func store(
+        userID: UUID, request: Request, context: Context, completion: LLMCompletion, idempotencyKey: String?, language: Language
+    ) async throws -> Result {
         let title: String? =
             switch (context.newChat, request.mode) {
             case (nil, _): nil
-            case (_, .turn): TutoringPrompt.title(from: request.message ?? "")
-            case (_, .question): TutoringPrompt.questionTitle(context.prompt)
+            case (_, .turn): TutoringPrompt.title(from: request.message ?? "", language: language)
+            case (_, .question): TutoringPrompt.questionTitle(context.prompt, language: language)
             }
         let stored = try await turns.store(
             .init(

@@ -5,7 +5,7 @@ import BFFPlatform
 /// plan refuse with errors of their own (`CatalogueError`, `IdempotencyError`, `PlanRefusal`).
 enum TurnRefusal: Error, Equatable {
     /// A request field outside the contract's rules, or one the turn's mode does not take.
-    case invalid(field: String, problem: String)
+    case invalid(field: String, problem: Phrase.Problem)
     /// The chat is not the learner's, or was deleted while the LLM answered.
     case chatNotFound
     /// The chat has ended (before the turn, or while the LLM answered).

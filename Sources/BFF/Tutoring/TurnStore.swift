@@ -32,9 +32,14 @@ struct TurnStore: Sendable {
         /// The names of the subject and topic the prompt speaks of.
         var subjectName: String?
         var topicName: String?
+        /// The language asked for, else the learner's setting, else the default.
+        var language: Language
     }
 
-    func snapshot(userID: UUID, request: ChatTurn.Request, operation: String, key: String?) async throws -> Snapshot {
+    /// The catalogue's names are read in `language`, else in the learner's setting (read here, in
+    /// the same statement), the web's own name where a row has none in that language.
+    func snapshot(userID: UUID, request: ChatTurn.Request, operation: String, key: String?, language: Language?) async throws -> Snapshot {
+        let given = language?.rawValue
         let (chatID, subjectID, topicID) = (request.chatID, request.subjectID, request.topicID)
         let lifetime = IdempotencyStore.keyLifetime.seconds
         return try await database.run { client in
@@ -54,6 +59,8 @@ struct TurnStore: Sendable {
                     ORDER BY created_at DESC, id DESC LIMIT 200
                 ), e AS (
                     SELECT plan, status, access_until, will_renew FROM entitlements WHERE user_id = \(userID)
+                ), lang AS (
+                    SELECT coalesce(\(given)::text, (SELECT language FROM user_settings WHERE user_id = \(userID)), \(Language.default.rawValue)) AS l
                 ), ids AS (
                     SELECT CASE WHEN EXISTS (SELECT 1 FROM c) THEN (SELECT subject_id FROM c)
                                 ELSE coalesce((SELECT subject_id FROM topics WHERE id = \(topicID)), \(subjectID)::text) END AS subject,
@@ -68,13 +75,14 @@ struct TurnStore: Sendable {
                        coalesce((SELECT array_agg(content ORDER BY created_at, id) FROM h), '{}'),
                        \(subjectID)::text IS NULL OR EXISTS (SELECT 1 FROM subjects WHERE id = \(subjectID)),
                        (SELECT subject_id FROM topics WHERE id = \(topicID)),
-                       (SELECT name FROM subjects WHERE id = (SELECT subject FROM ids)),
-                       (SELECT name FROM topics WHERE id = (SELECT topic FROM ids))
+                       (SELECT bff_catalogue_name((SELECT l FROM lang), name, name_ja, name_en) FROM subjects WHERE id = (SELECT subject FROM ids)),
+                       (SELECT bff_catalogue_name((SELECT l FROM lang), name, name_ja, name_en) FROM topics WHERE id = (SELECT topic FROM ids)),
+                       (SELECT l FROM lang)
                 """, logger: logger)
             for try await row in rows.decode(
                 (
                     Bool, Data?, Data?, Bool, String?, String?, Date?, Bool?, Int16?, Bool, String?, String?, String?, Bool, [String], [String],
-                    Bool, String?, String?, String?
+                    Bool, String?, String?, String?, String
                 ).self)
             {
                 let history = zip(row.14, row.15).map { role, content in LLMMessage(role: role == "user" ? .user : .assistant, content: content) }
@@ -83,7 +91,8 @@ struct TurnStore: Sendable {
                     entitlement: row.3 ? (plan: row.4, status: row.5, accessUntil: row.6, willRenew: row.7) : nil,
                     difficulty: row.8.map(Int.init),
                     chat: row.9 ? row.10.map { (status: $0, subjectID: row.11, topicID: row.12, reopened: row.13) } : nil,
-                    history: history, subjectExists: row.16, topicSubject: row.17, subjectName: row.18, topicName: row.19)
+                    history: history, subjectExists: row.16, topicSubject: row.17, subjectName: row.18, topicName: row.19,
+                    language: Language(rawValue: row.20) ?? .default)
             }
             throw DatabaseUnavailable(reason: "the turn's read returned no row")
         }

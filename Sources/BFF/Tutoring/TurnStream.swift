@@ -10,7 +10,7 @@ import OpenAPIRuntime
 enum TurnStream {
     /// Runs the turn in a task of its own, not the request's: a client that leaves mid-stream stops
     /// reading, and the reply is still completed and stored.
-    static func body(_ turns: ChatTurn, _ prepared: ChatTurn.Prepared, logger: Logger) -> HTTPBody {
+    static func body(_ turns: ChatTurn, _ prepared: ChatTurn.Prepared, language: Language, logger: Logger) -> HTTPBody {
         let (events, sink) = AsyncStream<ArraySlice<UInt8>>.makeStream()
         Task {
             do {
@@ -29,7 +29,7 @@ enum TurnStream {
                 json.raw(#"{"code":"#)
                 json.string(failure.code.rawValue)
                 json.raw(#","message":"#)
-                json.string(failure.message)
+                json.string(failure.message.text(in: language))
                 // The stream's status is 200 already: the Retry-After header can only travel in the event.
                 if let seconds = failure.headers[.retryAfter].flatMap(Int.init) {
                     json.raw(#","retry_after":"#)

@@ -63,15 +63,15 @@ enum TutoringPrompt {
     }
 
     /// An instant question's chat title: its topic, else its subject.
-    static func questionTitle(_ context: Context) -> String {
-        "\(context.topic ?? context.subject ?? "") の質問"
+    static func questionTitle(_ context: Context, language: Language) -> String {
+        Phrase.instantQuestionChat(about: context.topic ?? context.subject ?? "").text(in: language)
     }
 
     /// A new chat's title: the message's start, at most 40 characters, cut at a space where one falls
     /// in its second half (Japanese text has none: then it is cut at 40).
-    static func title(from message: String) -> String {
+    static func title(from message: String, language: Language = .default) -> String {
         let flat = message.split(whereSeparator: \.isWhitespace).joined(separator: " ")
-        guard flat.count > 40 else { return flat.isEmpty ? "Chat" : flat }
+        guard flat.count > 40 else { return flat.isEmpty ? Phrase.untitledTurnChat.text(in: language) : flat }
         let head = String(flat.prefix(40))
         if let space = head.lastIndex(of: " "), head.distance(from: head.startIndex, to: space) >= 20 {
             return String(head[..<space])

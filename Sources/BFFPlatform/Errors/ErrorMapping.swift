@@ -32,7 +32,7 @@ package enum ErrorMapping {
         case let error as PSQLError where error.serverInfo?[.sqlState] == "22021":
             // character_not_in_repertoire: PostgreSQL stores no NUL character in text, and any
             // client string reaching a bound parameter may carry one (JSON's \u0000, %00).
-            return .validation("text", "must not contain NUL characters")
+            return .validation("text", .noNULCharacters)
         case let error as PSQLError
         where error.serverInfo?[.sqlState] == "23503"
             && error.serverInfo?[.constraintName]?.hasSuffix("_user_id_fkey") == true:
@@ -40,7 +40,7 @@ package enum ErrorMapping {
             // without the database): the token's subject is gone, as after a revocation. Every
             // reference to users is a column constraint `user_id … REFERENCES users`, named so by
             // PostgreSQL; references to a chat are named `…_chat_fkey` and mean a 404 elsewhere.
-            return .invalidToken("The account this token was issued for no longer exists.")
+            return .invalidToken(.accountGone)
         default:
             return nil
         }
@@ -53,18 +53,18 @@ package enum ErrorMapping {
         // A query string or form body with a pair that has no `=` (`?limit&cursor=…`, `a&b`).
         if LibraryErrors.isURIParsingError(error.underlyingError) {
             if error.request.headerFields[.contentType]?.hasPrefix("application/x-www-form-urlencoded") == true {
-                return APIError(.invalidForm, "The form body is malformed: every field needs a value.")
+                return APIError(.invalidForm, .formFieldWithoutValue)
             }
-            return APIError(.validationFailed, "The query string is malformed: every parameter needs a value.")
+            return APIError(.validationFailed, .queryParameterWithoutValue)
         }
         guard let convertible = error.underlyingError as? any HTTPResponseConvertible else { return nil }
         switch convertible.httpStatus {
         case .unsupportedMediaType:
             return APIError(.unsupportedMediaType)
         case .badRequest where error.causeDescription.contains("request body"):
-            return APIError(.invalidJSON, "A JSON request body is required.")
+            return APIError(.invalidJSON, .jsonBodyRequired)
         case .badRequest, .unprocessableContent:
-            return APIError(.validationFailed, error.causeDescription)
+            return APIError(.validationFailed, .requestOutsideContract(detail: error.causeDescription))
         case .notAcceptable:
             return APIError.notAcceptable
         default:
@@ -77,15 +77,15 @@ package enum ErrorMapping {
         case .dataCorrupted(let context) where context.codingPath.isEmpty && root == "body":
             return APIError(.invalidJSON)
         case .dataCorrupted(let context):
-            return .validation(path(context.codingPath, root: root), "has an invalid value")
+            return .validation(path(context.codingPath, root: root), .invalidValue)
         case .keyNotFound(let key, let context):
-            return .validation(path(context.codingPath + [key], root: root), "is required")
+            return .validation(path(context.codingPath + [key], root: root), .required)
         case .typeMismatch(let type, let context):
-            return .validation(path(context.codingPath, root: root), "must be of type \(describe(type))")
+            return .validation(path(context.codingPath, root: root), .mustBeOfType(describe(type)))
         case .valueNotFound(let type, let context):
-            return .validation(path(context.codingPath, root: root), "must be a non-null \(describe(type))")
+            return .validation(path(context.codingPath, root: root), .mustBeNonNull(describe(type)))
         @unknown default:
-            return .validation("body", "could not be decoded")
+            return .validation("body", .undecodable)
         }
     }
 
@@ -104,7 +104,7 @@ package enum ErrorMapping {
         default:
             // A status the framework chose that the contract has no code of (none is known to
             // occur): kept, with the vocabulary's generic code of its class.
-            return APIError(error.status.code < 500 ? .badRequest : .internal, status: error.status, error.status.reasonPhrase)
+            return APIError(error.status.code < 500 ? .badRequest : .internal, status: error.status)
         }
     }
 

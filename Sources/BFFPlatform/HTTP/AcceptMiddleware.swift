@@ -16,7 +16,7 @@ package struct AcceptMiddleware<Context: PlatformRequestContext>: RouterMiddlewa
         else {
             return try await next(request, context)
         }
-        return APIError.notAcceptable.response()
+        throw APIError.notAcceptable
     }
 }
 

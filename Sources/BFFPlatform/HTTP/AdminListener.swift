@@ -53,7 +53,7 @@ public enum AdminListener {
         router.get("readyz") { _, _ -> Response in
             switch await readiness() {
             case .success(let version): json(.ok, #"{"status":"ready","schema_version":\#(version)}"#)
-            case .failure(let error): error.response()
+            case .failure(let error): error.response(in: .default)
             }
         }
         let listenerLogger = {

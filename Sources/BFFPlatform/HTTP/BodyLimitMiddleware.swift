@@ -22,7 +22,7 @@ package struct BodyLimitMiddleware<Context: PlatformRequestContext>: RouterMiddl
 
     package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
-            return APIError.payloadTooLarge.response()
+            throw APIError.payloadTooLarge
         }
         guard request.method != .get, request.method != .head else {
             return try await next(request, context)
@@ -42,7 +42,7 @@ package struct BodyLimitMiddleware<Context: PlatformRequestContext>: RouterMiddl
         } catch is NIOTooManyBytesError {
             // What a chunked body longer than the cap throws; only a declared length is checked above.
             timer.cancel()
-            return APIError.payloadTooLarge.response()
+            throw APIError.payloadTooLarge
         } catch {
             timer.cancel()
             if stalled.withLockedValue({ $0 }) { return stalledAnswer() }

@@ -16,6 +16,11 @@ package protocol PlatformRequestContext: RequestContext {
     /// The operation the router matched, as the platform's steps name it: its id and route template
     /// (`/api/v1/chats/{chat_id}`, never the raw path); nil when no operation takes the request.
     var route: MatchedRoute? { get }
+    /// The language `Accept-Language` asks for, when it names one the server speaks (`ErrorMiddleware`).
+    var requestedLanguage: Language? { get set }
+    /// The language the answer is written in: the requested one, else the learner's setting once
+    /// the caller is known, else the default.
+    var language: Language { get set }
 }
 
 /// The operation a request was routed to, as metrics, traces and content negotiation see it.

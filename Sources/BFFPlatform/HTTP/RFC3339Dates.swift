@@ -10,7 +10,7 @@ package struct RFC3339Dates: DateTranscoder {
     /// A client's `date` for `field` in microseconds: 422 naming the field outside years 0001–9999,
     /// which a date read with an offset can cross in UTC.
     package static func micros(_ date: Date, field: String) throws -> Int64 {
-        guard let micros = RFC3339.micros(date) else { throw APIError.validation(field, "must lie in years 0001-9999") }
+        guard let micros = RFC3339.micros(date) else { throw APIError.validation(field, .yearOutOfRange) }
         return micros
     }
 
@@ -25,7 +25,7 @@ package struct RFC3339Dates: DateTranscoder {
 
     package func decode(_ text: String) throws -> Date {
         guard let date = RFC3339.date(text) else {
-            throw APIError.validation("date-time", "\"\(text.prefix(40))\" is not an RFC 3339 date-time (YYYY-MM-DDThh:mm:ss[.fraction] and Z or ±hh:mm, years 0001-9999)")
+            throw APIError.validation("date-time", .notRFC3339(String(text.prefix(40))))
         }
         return date
     }

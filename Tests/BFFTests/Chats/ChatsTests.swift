@@ -129,7 +129,7 @@ struct ChatsTests {
             }
             #expect(try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=1000", as: learner).status == .ok)
             let mistyped = try await client.call(.get, "/api/v1/chats/\(chat)/messages?limit=x", as: learner)
-            #expect(mistyped.json["message"] as? String == "query parameter: must be of type integer", "\(mistyped.text)")
+            #expect(mistyped.json["message"] as? String == "query parameter: integer 型で指定してください。", "\(mistyped.text)")
             // Parameters without a value: the generated decoder's parser refuses the whole query.
             for query in ["limit", "limit=5&x", "a=1&&b=2"] {
                 for path in ["/api/v1/chats/\(chat)/messages", "/api/v1/chats"] {
@@ -252,10 +252,10 @@ struct ChatsTests {
         try await app.live(.ahc(.http)) { client in
             let plain = try await client.call(.post, "/api/v1/chats", as: learner, json: "{}")
             #expect(plain.status == .created)
-            #expect((plain.json["title"] as? String)?.hasPrefix("Chat 20") == true)
+            #expect((plain.json["title"] as? String)?.hasPrefix("チャット 20") == true)
             #expect(plain.headers[.location] == "/api/v1/chats/\(plain.json["id"] as? String ?? "")")
             let nulls = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":null,"subject_id":null,"topic_id":null}"#)
-            #expect(nulls.status == .created && (nulls.json["title"] as? String)?.hasPrefix("Chat 20") == true && nulls.json["subject_id"] == nil)
+            #expect(nulls.status == .created && (nulls.json["title"] as? String)?.hasPrefix("チャット 20") == true && nulls.json["subject_id"] == nil)
             let withTopic = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"  Quadratics  ","topic_id":"math.quadratics"}"#)
             #expect(withTopic.status == .created && withTopic.json["title"] as? String == "Quadratics")
             #expect(withTopic.json["subject_id"] as? String == "math")

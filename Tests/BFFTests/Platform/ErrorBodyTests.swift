@@ -1,4 +1,5 @@
 import Foundation
+import HTTPTypes
 import NIOCore
 import Testing
 
@@ -25,19 +26,22 @@ struct ErrorBodyTests {
             #"{"code":"injected","message":"x"}"#,
         ])
     func roundTrip(message: String) throws {
-        let error = APIError(.validationFailed, message)
-        let bytes = Data(buffer: error.body())
+        let error = APIError(.validationFailed, .announcement(message))
+        let bytes = Data(buffer: error.body(in: .ja))
         let object = try #require(try JSONSerialization.jsonObject(with: bytes) as? [String: Any])
         #expect(Set(object.keys) == ["code", "message"])
         #expect(try JSONDecoder().decode(Body.self, from: bytes) == Body(code: "validation_failed", message: message))
     }
 
-    @Test("the response carries the status, the JSON content type and the error's own headers")
+    @Test("the response carries the status, the JSON content type, its language and the error's own headers")
     func response() throws {
-        let response = APIError.invalidToken().response()
-        #expect(response.status == .unauthorized)
-        #expect(response.headers[.contentType] == "application/json; charset=utf-8")
-        #expect(response.headers[.wwwAuthenticate] == #"Bearer error="invalid_token""#)
-        #expect(response.body.contentLength == APIError.invalidToken().body().readableBytes)
+        for language in Language.allCases {
+            let response = APIError.invalidToken().response(in: language)
+            #expect(response.status == .unauthorized)
+            #expect(response.headers[.contentType] == "application/json; charset=utf-8")
+            #expect(response.headers[.contentLanguage] == language.rawValue)
+            #expect(response.headers[.wwwAuthenticate] == #"Bearer error="invalid_token""#)
+            #expect(response.body.contentLength == APIError.invalidToken().body(in: language).readableBytes)
+        }
     }
 }

@@ -62,14 +62,15 @@ struct ErrorVocabularyTests {
         }
     }
 
-    @Test("an APIError answers with its code's status and default message unless given one")
+    @Test("an APIError answers with its code's status and the code's sentence unless given one")
     func apiErrorDefaults() {
         for code in ErrorCode.allCases {
             let error = APIError(code)
-            #expect(error.status == code.status && error.message == code.defaultMessage && !error.message.isEmpty)
+            #expect(error.status == code.status && error.message == .error(code))
         }
-        #expect(APIError(.notFound, "No such chat.").message == "No such chat.")
-        #expect(CatalogueError.unknownSubject(field: "subject_id").apiError == APIError(.unknownSubject, "subject_id: no such subject."))
+        #expect(APIError(.notFound, .noSuchRecall).message == .noSuchRecall)
+        #expect(CatalogueError.unknownSubject(field: "subject_id").apiError.message.text(in: .en) == "subject_id: no such subject.")
+        #expect(CatalogueError.unknownSubject(field: "subject_id").apiError.message.text(in: .ja) == "subject_id: その教科は存在しません。")
         #expect(IdempotencyError.inProgress.apiError.status == .conflict)
         #expect(ErrorMapping.apiError(for: RefreshRefusal.revoked)?.code == .sessionRevoked)
         #expect(ErrorMapping.apiError(for: IdempotencyError.keyReused)?.code == .idempotencyKeyReused)

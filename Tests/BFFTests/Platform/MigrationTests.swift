@@ -352,7 +352,7 @@ struct MigrationTests {
         let functions = try StoredFunction.load(from: TestEnvironment.migrationsDirectory)
         #expect(
             functions.map(\.name) == [
-                "bff_admit_turn", "bff_answer_idempotency_key", "bff_claim_idempotency_key", "bff_enqueue_jobs", "bff_give_back_turn", "bff_learner_day",
+                "bff_admit_turn", "bff_answer_idempotency_key", "bff_catalogue_name", "bff_claim_idempotency_key", "bff_enqueue_jobs", "bff_give_back_turn", "bff_learner_day",
                 "bff_record_deliveries", "bff_record_pushes", "bff_refresh_rotate_ring", "bff_request_subscription_syncs", "bff_reserve_turn", "bff_store_turn",
             ])
         let url = try await TestDatabases.shared.makeMigrated()

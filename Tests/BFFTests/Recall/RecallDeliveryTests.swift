@@ -129,6 +129,24 @@ struct RecallDeliveryTests {
         }
     }
 
+    @Test("a push, which answers no request, is in the learner's language setting: English names and sentences for an English learner")
+    func pushInTheLearnersLanguage() async throws {
+        let sender = ScriptedSender()
+        try await withLoop(sender) { client, repository in
+            let learner = try await twoDevices(client)
+            let english = RecallTests.windowAroundNow().dropLast() + #","language":"en"}"#
+            // The request itself asks for Japanese: the push still follows the setting.
+            let stored = try await client.call(.put, "/api/v1/settings", as: learner.phone, json: String(english), headers: [.acceptLanguage: "ja"])
+            #expect(stored.status == .ok && stored.json["language"] as? String == "en")
+            _ = try await RecallTests.evaluatedChat(client, learner.phone, repository, score: 1, chat: #"{"subject_id":"physics","topic_id":"physics.forces"}"#)
+            #expect(try await eventually { sender.targets.count == 2 })
+            for (message, _) in sender.pushes.withLockedValue({ $0 }) {
+                #expect(message.title == "Time to review")
+                #expect(message.body == "Try explaining “Forces and Newton's laws” once more")
+            }
+        }
+    }
+
     @Test("the push names the chat's topic, else its subject, else a fixed line, and never the learner's own chat title")
     func pushTextWithoutTheTitle() async throws {
         let sender = ScriptedSender()
@@ -138,8 +156,8 @@ struct RecallDeliveryTests {
             // Titles as learners write them (an automatic one is their first message's start).
             let title = "まいの失恋と宿題の話"
             let chats = [
-                (#"{"title":"\#(title) 1","subject_id":"physics","topic_id":"physics.forces"}"#, "「Forces and Newton's laws」をもう一度説明してみよう"),
-                (#"{"title":"\#(title) 2","subject_id":"chemistry"}"#, "「Chemistry」をもう一度説明してみよう"),
+                (#"{"title":"\#(title) 1","subject_id":"physics","topic_id":"physics.forces"}"#, "「力と運動の法則」をもう一度説明してみよう"),
+                (#"{"title":"\#(title) 2","subject_id":"chemistry"}"#, "「化学」をもう一度説明してみよう"),
                 (#"{"title":"\#(title) 3"}"#, "前に学んだことをもう一度説明してみよう"),
             ]
             var expected: [UUID: String] = [:]

@@ -164,7 +164,7 @@ struct AppConfigTests {
             let old: HTTPFields = [Self.xClient: "LearnApp/1.1.9 (iOS 17.5; iPhone15,2)"]
             let refused = try await client.call(.get, "/api/v1/chats", as: learner, headers: old)
             #expect(refused.status.code == 426 && refused.errorCode == "upgrade_required", "\(refused.text)")
-            #expect(refused.json["message"] as? String == "Version 1.1.9 is no longer supported; update to 1.2.0 or later from the store.")
+            #expect(refused.json["message"] as? String == "バージョン 1.1.9 はサポートを終了しました。ストアから 1.2.0 以降に更新してください。")
             #expect(try await client.execute(uri: "/api/v1/app-config?platform=ios&app_version=1.1.9", method: .get, headers: old).status == .ok)
             #expect(try await client.execute(uri: "/api/v1/auth/start?device_id=x", method: .get, headers: old).status.code != 426)
             // Android has no minimum; unreadable or absent headers are served.

@@ -99,7 +99,7 @@ struct ChatTurnTests {
 
             let sent = try #require(llm.received.withLockedValue { $0.first })
             #expect(sent.messages.count == 2 && sent.messages[0].role == "system" && sent.messages[1].content == message)
-            #expect(sent.messages[0].content.contains("生徒役") && sent.messages[0].content.contains("Cells"))
+            #expect(sent.messages[0].content.contains("生徒役") && sent.messages[0].content.contains("細胞"))
             #expect(!sent.body.contains(learner.id.uuidString.lowercased()) && !sent.body.contains("@"))
             let usage = try await rows("SELECT model, prompt_tokens::text, completion_tokens::text FROM messages WHERE role = 'assistant' AND user_id = \(learner.id)")
             #expect(usage == [[llm.model, "42", "3"]])
@@ -335,9 +335,9 @@ struct ChatTurnTests {
             #expect((asked.json["reply"] as? [String: Any])?["content"] as? String == "細胞膜はどんな役割をしているの？")
             let chatID = try #require(asked.json["chat_id"] as? String)
             let chat = try await client.call(.get, "/api/v1/chats/\(chatID)", as: learner)
-            #expect(chat.json["message_count"] as? Int == 1 && chat.json["title"] as? String == "Cells の質問" && chat.json["topic_id"] as? String == "biology.cells")
+            #expect(chat.json["message_count"] as? Int == 1 && chat.json["title"] as? String == "細胞の質問" && chat.json["topic_id"] as? String == "biology.cells")
             let sent = try #require(llm.received.withLockedValue { $0.first })
-            #expect(sent.messages.first?.role == "system" && sent.messages.first?.content.contains("Cells") == true)
+            #expect(sent.messages.first?.role == "system" && sent.messages.first?.content.contains("細胞") == true)
             #expect(sent.messages.first?.content.contains("難易度: 2 / 5") == true)
 
             let answered = try await client.call(.post, "/api/v1/chat", as: learner, json: #"{"chat_id":"\#(chatID)","message":"物質の出入りを調節します"}"#)

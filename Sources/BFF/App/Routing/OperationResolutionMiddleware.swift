@@ -28,7 +28,7 @@ struct UnroutedRefusalMiddleware: RouterMiddleware {
         guard context.operation == nil else { return try await next(request, context) }
         if let allowed = routes.allowedMethods(for: request.uri.path) {
             let allow = allowed.joined(separator: ", ")
-            throw APIError(.methodNotAllowed, "This path accepts \(allow).", headers: [.allow: allow])
+            throw APIError(.methodNotAllowed, .methodsAllowed(allow), headers: [.allow: allow])
         }
         throw APIError.notFound
     }

@@ -30,7 +30,7 @@ struct RateLimitMiddleware: RouterMiddleware {
             let decision = try await limiter.limit(key: key, rate: rate, per: period)
             decisions.append(decision)
             guard decision.allowed else {
-                var response = APIError.rateLimited(decision).response()
+                var response = APIError.rateLimited(decision).response(in: await context.answerLanguage())
                 for decision in decisions { response.headers.applyRateLimit(decision) }
                 return response
             }
@@ -40,6 +40,8 @@ struct RateLimitMiddleware: RouterMiddleware {
             response = try await next(request, context)
         } catch {
             // Map here so the RateLimit-* headers reach error answers too.
+            var context = context
+            context.language = await context.errorLanguage(for: error)
             response = ErrorMiddleware.response(for: error, context: context)
         }
         for decision in decisions { response.headers.applyRateLimit(decision) }
@@ -79,11 +81,11 @@ extension APIError {
         return refusal
     }
 
-    /// 429 `rate_limited` for `subject` ("Too many <subject>; …"), `Retry-After` rounded up to whole seconds, at least one.
-    static func rateLimited(retryAfter seconds: Double, subject: String = "requests") -> APIError {
+    /// 429 `rate_limited` for `what` ("Too many <what>; …"), `Retry-After` rounded up to whole seconds, at least one.
+    static func rateLimited(retryAfter seconds: Double, _ what: Phrase.Throttled = .requests) -> APIError {
         let retryAfter = max(1, Int(seconds.rounded(.up)))
         return APIError(
-            .rateLimited, "Too many \(subject); retry after \(retryAfter) seconds.",
+            .rateLimited, .tooMany(what, retryAfterSeconds: retryAfter),
             headers: [.retryAfter: String(retryAfter)])
     }
 }
