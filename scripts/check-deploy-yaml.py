@@ -33,8 +33,12 @@ ROLE_SECRETS = {
     "serve": (
         {"BFF_DATABASE_URL", "BFF_JWT_KEYS"},
         # The hub's key: on the Notification Hubs route the API's token changes enqueue the
-        # installation mirrors, and `bff serve` checks the route's settings whole.
-        {"BFF_OIDC_CLIENT_SECRET", "BFF_LLM_API_KEY", "BFF_REVENUECAT_API_KEY", "BFF_REVENUECAT_WEBHOOK_AUTH", "BFF_NH_CONNECTION_STRING"},
+        # installation mirrors, and `bff serve` checks the route's settings whole. The web's Auth.js
+        # secrets (docs/web-session.md): the current one, and the older ones a rotation keeps.
+        {
+            "BFF_OIDC_CLIENT_SECRET", "BFF_LLM_API_KEY", "BFF_REVENUECAT_API_KEY", "BFF_REVENUECAT_WEBHOOK_AUTH", "BFF_NH_CONNECTION_STRING",
+            "BFF_WEB_AUTH_SECRET", "BFF_WEB_AUTH_SECRET_1", "BFF_WEB_AUTH_SECRET_2", "BFF_WEB_AUTH_SECRET_3",
+        },
     ),
     "jobs work": (
         {"BFF_DATABASE_URL"},

@@ -7,9 +7,11 @@ import PostgresNIO
 
 /// Why an account was not deleted.
 enum AccountDeletionRefusal: Error, Equatable {
-    /// The caller's session was revoked or is gone (its access token still runs until it expires).
+    /// The caller's session was revoked or is gone (its access token still runs until it expires),
+    /// or, for the web's session, its account is.
     case sessionEnded
-    /// The session's interactive login is older than `AccountDeletion.reauthenticationWindow`, or unknown.
+    /// The session's interactive login is older than `AccountDeletion.reauthenticationWindow`, or
+    /// unknown (an app session's family without `auth_time`, a web session without the claim).
     case reauthenticationRequired
 }
 
@@ -45,22 +47,37 @@ struct AccountDeletion: Sendable {
         let userID = principal.userID
         let salt = Data((0..<16).map { _ in UInt8.random(in: 0...255) })
         let userHash = Data(SHA256.hash(data: salt + Data(userID.uuidString.lowercased().utf8)))
-        let (outcome, families) = try await database.run { client in
-            try await client.withTransaction(logger: logger) { connection -> (Outcome, [UUID]) in
-                // The learner's authentication at the login this session began with (the IdP's
-                // auth_time made for that login; NULL when the IdP sent none or an older one): a
-                // refresh keeps its family, so a stolen refresh token gets no fresher login than the
-                // one it was stolen from, and a session without a known authentication is never fresh.
-                var session: Date??
-                for try await at in try await connection.query(
-                    """
-                    SELECT auth_time FROM refresh_families
-                    WHERE id = \(principal.familyID) AND user_id = \(userID) AND revoked_at IS NULL
-                    FOR UPDATE
-                    """, logger: logger
-                ).decode(Date?.self) { session = .some(at) }
-                guard let session else { throw AccountDeletionRefusal.sessionEnded }
-                guard let loggedInAt = session, Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
+        let (outcome, families, identity) = try await database.run { client in
+            try await client.withTransaction(logger: logger) { connection -> (Outcome, [UUID], (key: Data, revokedAt: Date)?) in
+                let authenticatedAt: Date?
+                switch principal.session {
+                case .app(_, let familyID):
+                    // The learner's authentication at the login this session began with (the IdP's
+                    // auth_time made for that login; NULL when the IdP sent none or an older one): a
+                    // refresh keeps its family, so a stolen refresh token gets no fresher login than the
+                    // one it was stolen from, and a session without a known authentication is never fresh.
+                    var session: Date??
+                    for try await at in try await connection.query(
+                        """
+                        SELECT auth_time FROM refresh_families
+                        WHERE id = \(familyID) AND user_id = \(userID) AND revoked_at IS NULL
+                        FOR UPDATE
+                        """, logger: logger
+                    ).decode(Date?.self) { session = .some(at) }
+                    guard let session else { throw AccountDeletionRefusal.sessionEnded }
+                    authenticatedAt = session
+                case .web(let authTime):
+                    // The web's cookie carries the IdP's auth_time of its sign-in, which the web's
+                    // `jwt` callback copied (docs/web-session.md); without it, it is never fresh.
+                    var exists = false
+                    for try await _ in try await connection.query("SELECT 1 FROM users WHERE id = \(userID) FOR UPDATE", logger: logger) {
+                        exists = true
+                    }
+                    guard exists else { throw AccountDeletionRefusal.sessionEnded }
+                    // A clock ahead at the IdP must not make a sign-in look fresher than now.
+                    authenticatedAt = authTime.map { min($0, Date()) }
+                }
+                guard let loggedInAt = authenticatedAt, Date().timeIntervalSince(loggedInAt) <= Self.reauthenticationWindow else {
                     throw AccountDeletionRefusal.reauthenticationRequired
                 }
                 var renewing = false
@@ -103,13 +120,16 @@ struct AccountDeletion: Sendable {
                 for try await at in try await connection.query(
                     "INSERT INTO account_deletions (salt, user_hash) VALUES (\(salt), \(userHash)) RETURNING deleted_at", logger: logger
                 ).decode(Date.self) { deletedAt = at }
+                // The web's cookies belong to no family: they are refused by the identity's revocation.
+                let identity = try await IdentityStore.revokeIdentity(of: userID, on: connection, logger: logger)
                 // Chats, messages, evaluations, tags, settings, devices, push tokens, recalls, jobs,
                 // sessions, idempotency keys, subscriptions, entitlement and usage cascade from here.
                 _ = try await connection.query("DELETE FROM users WHERE id = \(userID)", logger: logger)
-                return (Outcome(deletedAt: deletedAt, storeSubscriptionActive: renewing), families)
+                return (Outcome(deletedAt: deletedAt, storeSubscriptionActive: renewing), families, identity)
             }
         }
         revokedSessions.record(families)
+        if let identity { revokedSessions.record(identity: identity.key, revokedAt: identity.revokedAt) }
         logger.notice(
             "account deleted",
             metadata: ["sessions_ended": .stringConvertible(families.count), "store_subscription_active": .stringConvertible(outcome.storeSubscriptionActive)])

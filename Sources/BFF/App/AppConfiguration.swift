@@ -35,6 +35,8 @@ public struct AppConfiguration: Sendable {
     public var oidcClientID: String
     public var oidcClientSecret: String?
     public var oidcRedirectURIs: Set<String>
+    /// The web's Auth.js session cookie (`BFF_WEB_AUTH_*`); no secret: the cookie is not read.
+    public var webSession: WebSessionConfiguration
     /// What each plan allows (`BFF_PLAN_LIMITS`).
     public var planLimits: PlanLimits
     /// The remote app configuration's file (`BFF_APP_CONFIG_FILE`); nil: none.
@@ -95,6 +97,7 @@ public struct AppConfiguration: Sendable {
         oidcClientSecret = reader.optional("BFF_OIDC_CLIENT_SECRET")
         oidcRedirectURIs = Set(reader.list("BFF_OIDC_REDIRECT_URIS", default: []))
         if oidcRedirectURIs.isEmpty { throw ConfigurationError("BFF_OIDC_REDIRECT_URIS", "is required but not set") }
+        webSession = try WebSessionConfiguration(environment: env)
         if (tlsCertificatePath == nil) != (tlsKeyPath == nil) {
             throw ConfigurationError(tlsCertificatePath == nil ? "BFF_TLS_CERT" : "BFF_TLS_KEY", "must be set together with its pair")
         }

@@ -19,6 +19,8 @@ public struct AppDependencies: Sendable {
     public let accessTokens: AccessTokens
     public let revokedSessions: RevokedSessions
     let auth: AuthService
+    /// The web's session cookie; nil without `BFF_WEB_AUTH_SECRET`.
+    let webSessions: WebSessions?
     let chats: ChatStore
     /// The remote app configuration, re-read when its file changes.
     let remoteConfig: RemoteConfigSource
@@ -64,6 +66,8 @@ public struct AppDependencies: Sendable {
             sessions: SessionIssuer(features.base, tokens: tokens, accessTokens: accessTokens, revokedSessions: revokedSessions, logger: logger),
             redirectURIs: configuration.oidcRedirectURIs,
             oidc: OIDCClient(issuer: configuration.oidcIssuer, clientID: configuration.oidcClientID, clientSecret: configuration.oidcClientSecret))
+        webSessions = WebSessions(
+            configuration: configuration.webSession, issuer: auth.oidc.issuer, identity: features.base.identity, revoked: revokedSessions)
         chats = ChatStore(database: database, firstPages: FirstPageBatcher(database: database), recalls: features.recalls)
         remoteConfig = try RemoteConfigSource(path: configuration.appConfigFile, logger: logger)
         health = HealthHandlers(features.base)
@@ -198,7 +202,8 @@ func buildRouter(
         UnescapedHeadersMiddleware()
         WebhookAuthorizationMiddleware(expected: configuration.features.subscriptions.webhookAuthorization)
         AuthenticationMiddleware(
-            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, allowedOrigins: configuration.corsOrigins)
+            tokens: dependencies.accessTokens, revoked: dependencies.revokedSessions, webSessions: dependencies.webSessions,
+            allowedOrigins: configuration.corsOrigins)
         LearnerLanguageMiddleware(languages: dependencies.learnerLanguages)
         AcceptMiddleware()
         RateLimitMiddleware(

@@ -18,6 +18,11 @@ public enum Commands {
         let telemetry = try Telemetry.start(environment: environment, logger: logger)
         let dependencies = try await AppDependencies(configuration: configuration, logger: logger)
         configuration.features.announce(logger, runsJobs: configuration.process.jobs.concurrency > 0)
+        if configuration.webSession.secrets.isEmpty {
+            logger.info("the web session is off: no BFF_WEB_AUTH_SECRET; the web's Auth.js cookie is not read")
+        } else if configuration.webSession.insecureCookie {
+            logger.warning("BFF_WEB_AUTH_INSECURE_COOKIE is true: the web's session is read from authjs.session-token, a plain-http development cookie")
+        }
         let app = try buildApplication(dependencies)
         // Stopped in reverse order: the drain's clock starts first, the exporter outlives the
         // server's drain and sends its spans. What still waits on the LLM after 80 % of the grace

@@ -3,14 +3,34 @@ import BFFWire
 import Crypto
 import Foundation
 
-/// Who a valid AppJWT speaks for.
+/// Who a request's valid credentials speak for: an AppJWT, or the web's session cookie.
 public struct Principal: Sendable, Equatable {
+    /// What the credentials belong to.
+    public enum Session: Sendable, Equatable {
+        /// An app's sign-in: an AppJWT of a refresh family (`sid`) on one device (`did`).
+        case app(deviceID: String, familyID: UUID)
+        /// The web's Auth.js session cookie (docs/web-session.md): no device and no refresh family
+        /// here. `authTime` is the IdP's `auth_time` the web copied into it at sign-in, if any.
+        case web(authTime: Date?)
+    }
+
     public let userID: UUID
-    public let deviceID: String
-    public let familyID: UUID
+    public let session: Session
     /// The `scope` claim: space-separated scope names.
     public let scope: String
     public let tokenID: String
+
+    /// The app's device; nil for the web, which has none.
+    public var deviceID: String? {
+        guard case .app(let deviceID, _) = session else { return nil }
+        return deviceID
+    }
+
+    /// The app session's refresh family; nil for the web, which has none.
+    public var familyID: UUID? {
+        guard case .app(_, let familyID) = session else { return nil }
+        return familyID
+    }
 
     public var scopes: Set<String> { Set(scope.split(separator: " ").map(String.init)) }
 
@@ -243,7 +263,7 @@ public struct AccessTokens: Sendable {
             guard let userID = UUID(canonical: sub), let familyID = UUID(canonical: sid), !did.isEmpty, !jti.isEmpty else {
                 throw InvalidAccessToken(reason: "malformed claims")
             }
-            return Principal(userID: userID, deviceID: did, familyID: familyID, scope: scope, tokenID: jti)
+            return Principal(userID: userID, session: .app(deviceID: did, familyID: familyID), scope: scope, tokenID: jti)
         }
     }
 }

@@ -53,6 +53,8 @@ extension APIService {
     func listDevices(_ input: Operations.ListDevices.Input) async throws -> Operations.ListDevices.Output {
         let principal = try AppRequestContext.principal()
         let devices = try await auth.identity.devices(userID: principal.userID)
+        // The web's session has no device: none of the list is the caller's.
+        let current = principal.deviceID
         return .ok(
             .init(
                 body: .json(
@@ -60,7 +62,7 @@ extension APIService {
                         items: devices.map { device in
                             .init(
                                 deviceId: device.deviceID, model: device.model, osVersion: device.osVersion, appVersion: device.appVersion,
-                                lastSeenAt: device.lastSeenAt, current: device.deviceID == principal.deviceID)
+                                lastSeenAt: device.lastSeenAt, current: device.deviceID == current)
                         }))))
     }
 

@@ -145,10 +145,12 @@ struct AuthService: Sendable {
 
     /// Ends the principal's session. Like every revocation this replica makes, it is recorded in
     /// `revokedSessions` at once, so the session's access tokens stop working here without waiting
-    /// for the next poll.
+    /// for the next poll. The web's session is the web's to end (Auth.js's `signOut` clears its
+    /// cookie): it has no family or device here, and its logout changes nothing.
     func logout(_ principal: Principal) async throws {
-        try await identity.logout(userID: principal.userID, familyID: principal.familyID, deviceID: principal.deviceID)
-        revokedSessions.record([principal.familyID])
+        guard case .app(let deviceID, let familyID) = principal.session else { return }
+        try await identity.logout(userID: principal.userID, familyID: familyID, deviceID: deviceID)
+        revokedSessions.record([familyID])
     }
 
     /// A lost-device report: revokes the user's sessions on the device; false when the user has no

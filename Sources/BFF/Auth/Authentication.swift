@@ -29,7 +29,8 @@ extension APIError {
 }
 
 /// `getAuthUser` of docs/requirements.md §8.4: the Bearer header first; only when there is none, the
-/// `bff_session` cookie carrying the same AppJWT (the web). A present Bearer header alone decides.
+/// web's Auth.js session cookie (`WebSessions`, docs/web-session.md). A present Bearer header alone
+/// decides.
 ///
 /// A request for a protected operation without a valid token, or with a token lacking one of the
 /// operation's scopes (`OperationPolicy.access`), is refused here, before its body is read or its
@@ -39,22 +40,14 @@ struct AuthenticationMiddleware: RouterMiddleware {
     typealias Context = AppRequestContext
     let tokens: AccessTokens
     let revoked: RevokedSessions
+    /// Nil without `BFF_WEB_AUTH_SECRET`: then the web's cookie is not read.
+    let webSessions: WebSessions?
     /// `BFF_CORS_ORIGINS`: the only origins a cookie-authenticated unsafe request may come from.
     let allowedOrigins: Set<String>
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         var context = context
-        let (authentication, byCookie) = authenticate(request)
-        context.authentication = authentication
-        // A browser attaches the cookie to a cross-site form post or fetch as well (a `SameSite`
-        // the web sets is no defence on older browsers, nor from a sibling subdomain): a request
-        // that acts as the learner by cookie must come from one of the web's own origins. Only a
-        // valid cookie needs this: an invalid one acts as nobody.
-        if byCookie, case .authenticated = authentication, !Self.safeMethods.contains(request.method),
-            request.headers[.origin].map(allowedOrigins.contains) != true
-        {
-            throw APIError(.originNotAllowed)
-        }
+        context.authentication = try await authenticate(request, readsCookie: context.operation?.policy.scopes.isEmpty == false)
         if let operation = context.operation, case .scopes(let scopes) = operation.policy.access {
             switch context.authentication {
             case .authenticated(let principal):
@@ -71,22 +64,29 @@ struct AuthenticationMiddleware: RouterMiddleware {
 
     static let safeMethods: Set<HTTPRequest.Method> = [.get, .head, .options]
 
-    /// What the credentials say, and whether they came from the cookie.
-    func authenticate(_ request: Request) -> (Authentication, byCookie: Bool) {
-        let token: String
-        let byCookie: Bool
+    /// What the credentials say. The cookie is read only for an operation that needs a scope: the
+    /// others act for nobody, and a stale cookie must not stand in their way (nor cost a sign-up).
+    func authenticate(_ request: Request, readsCookie: Bool) async throws -> Authentication {
         if let header = request.headers[.authorization] {
-            guard let credentials = Self.bearerCredentials(header) else { return (.invalid, false) }
-            token = credentials
-            byCookie = false
-        } else if let cookie = request.cookies["bff_session"]?.value, !cookie.isEmpty {
-            token = cookie
-            byCookie = true
-        } else {
-            return (.anonymous, false)
+            guard let token = Self.bearerCredentials(header), let principal = try? tokens.verify(token),
+                let family = principal.familyID, !revoked.contains(family)
+            else { return .invalid }
+            return .authenticated(principal)
         }
-        guard let principal = try? tokens.verify(token), !revoked.contains(principal.familyID) else { return (.invalid, byCookie) }
-        return (.authenticated(principal), byCookie)
+        guard readsCookie, let webSessions, let token = WebSessions.token(in: request.cookies, named: webSessions.cookieName) else {
+            return .anonymous
+        }
+        guard let session = webSessions.verify(token) else { return .invalid }
+        // A browser attaches the cookie to a cross-site form post or fetch as well (a `SameSite`
+        // the web sets is no defence on older browsers, nor from a sibling subdomain): a request
+        // that acts as the learner by cookie must come from one of the web's own origins. Only a
+        // valid cookie needs this: an invalid one acts as nobody. Checked before the learner is
+        // looked up, so a forged request makes no account either.
+        if !Self.safeMethods.contains(request.method), request.headers[.origin].map(allowedOrigins.contains) != true {
+            throw APIError(.originNotAllowed)
+        }
+        guard let principal = try await webSessions.principal(for: session) else { return .invalid }
+        return .authenticated(principal)
     }
 
     /// The token of `Bearer <token>` (scheme case-insensitive, RFC 9110 §11.1), spaces around it trimmed.

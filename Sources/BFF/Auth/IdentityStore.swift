@@ -1,5 +1,6 @@
 import BFFPlatform
 import Foundation
+import Logging
 import PostgresNIO
 
 /// A one-time login between `/auth/start` and `/auth/callback`. It holds the app's PKCE challenge;
@@ -129,10 +130,24 @@ struct IdentityStore: Sendable {
 
     /// The user of `(issuer, subject)`, created on first login; email and name follow the IdP.
     func upsertUser(issuer: String, subject: String, email: String?, displayName: String?) async throws -> UserRecord {
-        try await database.run { client in
+        guard let user = try await upsertUser(issuer: issuer, subject: subject, email: email, displayName: displayName, signedInAt: nil) else {
+            throw DatabaseUnavailable(reason: "user upsert returned no row")
+        }
+        return user
+    }
+
+    /// `upsertUser` for a sign-in made at `signedInAt` (the web's session cookie, `WebSessions`):
+    /// nil, creating and changing nothing, when the identity was revoked user-wide after that
+    /// (`revokeIdentity`), so that a session begun before an account's deletion cannot make the
+    /// account again, whatever this process has polled.
+    func upsertUser(issuer: String, subject: String, email: String?, displayName: String?, signedInAt: Date?) async throws -> UserRecord? {
+        let identity = Self.identityKey(issuer: issuer, subject: subject)
+        return try await database.run { client in
             let rows = try await client.query(
                 """
-                INSERT INTO users (issuer, subject, email, display_name) VALUES (\(issuer), \(subject), \(email), \(displayName))
+                INSERT INTO users (issuer, subject, email, display_name)
+                SELECT \(issuer), \(subject), \(email), \(displayName)
+                WHERE NOT EXISTS (SELECT 1 FROM revoked_identities WHERE identity_hash = \(identity) AND revoked_at > \(signedInAt))
                 ON CONFLICT (issuer, subject) DO UPDATE
                     SET email = coalesce(excluded.email, users.email),
                         display_name = coalesce(excluded.display_name, users.display_name),
@@ -142,8 +157,31 @@ struct IdentityStore: Sendable {
             for try await (id, email, name) in rows.decode((UUID, String?, String?).self) {
                 return UserRecord(id: id, email: email, displayName: name)
             }
-            throw DatabaseUnavailable(reason: "user upsert returned no row")
+            return nil
         }
+    }
+
+    /// How a user-wide revocation names the user: SHA-256 of the IdP issuer, a line feed and the
+    /// subject, which is what the web's cookie names and what outlives the account's deletion
+    /// without keeping the subject readable. `revokeIdentity` computes the same in SQL.
+    static func identityKey(issuer: String, subject: String) -> Data {
+        Digest.sha256(issuer + "\n" + subject)
+    }
+
+    /// Records a user-wide revocation of `userID`'s identity now (an operator's revocation of the
+    /// user, an account deletion), in the caller's transaction; returns its key and time, nil for
+    /// no such user. The web's session cookies issued before are refused from then on.
+    static func revokeIdentity(of userID: UUID, on connection: PostgresConnection, logger: Logger) async throws -> (key: Data, revokedAt: Date)? {
+        let rows = try await connection.query(
+            """
+            INSERT INTO revoked_identities (identity_hash)
+            SELECT sha256(convert_to(issuer || chr(10) || subject, 'UTF8')) FROM users WHERE id = \(userID)
+            ON CONFLICT (identity_hash) DO UPDATE SET revoked_at = excluded.revoked_at
+            RETURNING identity_hash, revoked_at
+            """, logger: logger)
+        var revoked: (key: Data, revokedAt: Date)?
+        for try await (key, at) in rows.decode((Data, Date).self) { revoked = (key, at) }
+        return revoked
     }
 
     func user(id: UUID) async throws -> UserRecord? {
@@ -288,9 +326,12 @@ struct IdentityStore: Sendable {
     /// Revokes the live families of a user, and their push tokens: a signed-out device gets no
     /// recall with a chat's title on it (the app registers again after the next sign-in). Returns
     /// how many families.
+    /// The user's identity is revoked as well (`revokeIdentity`): the web's session cookies issued
+    /// before belong to no family, and are refused by it.
     @discardableResult
     func revokeUser(userID: UUID, reason: String) async throws -> Int {
         try await revoke(
+            identityOf: userID,
             """
             WITH revoked AS (
                 UPDATE refresh_families SET revoked_at = now(), revoked_reason = \(reason)
@@ -386,9 +427,28 @@ struct IdentityStore: Sendable {
         }
     }
 
+    /// Identities revoked user-wide in the last `window` seconds by the database's clock, and when
+    /// (all users: this feeds `RevokedSessions`, not a response).
+    func revokedIdentities(within window: TimeInterval) async throws -> [(key: Data, revokedAt: Date)] {
+        try await database.run { client in
+            let rows = try await client.query(
+                "SELECT identity_hash, revoked_at FROM revoked_identities WHERE revoked_at > now() - make_interval(secs => \(window))")
+            var identities: [(key: Data, revokedAt: Date)] = []
+            for try await (key, at) in rows.decode((Data, Date).self) { identities.append((key, at)) }
+            return identities
+        }
+    }
+
+    /// Deletes user-wide revocations once no cookie issued before them can still be accepted:
+    /// `WebSessions.maximumAge` (30 days) and a day.
+    func purgeExpiredIdentityRevocations() async throws {
+        try await database.deleteInBatches(from: "revoked_identities", where: "revoked_at < now() - interval '31 days'")
+    }
+
     /// Runs a revocation that answers how many families it revoked and the devices whose push tokens
-    /// it deleted, and enqueues those devices' mirrors in its transaction; returns the count.
-    private func revoke(_ query: PostgresQuery) async throws -> Int {
+    /// it deleted, and enqueues those devices' mirrors in its transaction; returns the count. With
+    /// `identityOf`, that user's identity is revoked in the same transaction.
+    private func revoke(identityOf userID: UUID? = nil, _ query: PostgresQuery) async throws -> Int {
         try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection -> Int in
                 var answer: (families: Int, devices: [String])?
@@ -397,6 +457,7 @@ struct IdentityStore: Sendable {
                 }
                 guard let answer else { throw DatabaseUnavailable(reason: "revocation returned no row") }
                 try await installations.enqueue(devices: answer.devices, on: connection, logger: database.logger)
+                if let userID { _ = try await Self.revokeIdentity(of: userID, on: connection, logger: database.logger) }
                 return answer.families
             }
         }

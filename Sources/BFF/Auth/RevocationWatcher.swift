@@ -6,7 +6,8 @@ import ServiceLifecycle
 
 /// Keeps `RevokedSessions` current: every `BFF_REVOCATION_POLL_INTERVAL` seconds it reads the
 /// families revoked within the retention window, whoever revoked them (another replica, reuse
-/// detection in the refresh statement, back-channel logout, an operator command, the web product).
+/// detection in the refresh statement, back-channel logout, an operator command, the web product),
+/// and the identities revoked user-wide within theirs (an operator command, an account deletion).
 ///
 /// Each poll reads the whole window rather than what is new since the last one. A revocation is
 /// stamped with its transaction's start but seen only once committed, and that can be much later
@@ -29,9 +30,12 @@ struct RevocationWatcher: Service {
         logger = dependencies.logger
     }
 
-    /// One read; throws when the database cannot be read.
+    /// One read of the revoked families and of the identities revoked user-wide (the web's cookies);
+    /// throws when the database cannot be read.
     func poll() async throws {
-        revoked.replacePolled(with: try await identity.revokedFamilies(within: revoked.retention))
+        let families = try await identity.revokedFamilies(within: revoked.retention)
+        let identities = try await identity.revokedIdentities(within: revoked.identityRetention)
+        revoked.replacePolled(with: families, identities: identities)
     }
 
     func run() async throws {

@@ -4,7 +4,7 @@ import Logging
 
 /// Housekeeping that keeps BFF-owned tables small, once a minute across all replicas: expired
 /// rate-limit keys, logins, remembered logout tokens, refresh tokens and their sessions, idempotency
-/// keys, and finished jobs past their retention.
+/// keys, user-wide revocations no cookie can outlive, and finished jobs past their retention.
 enum MaintenanceJob {
     static let kind = "maintenance.purge"
 
@@ -23,6 +23,7 @@ enum MaintenanceJob {
             ("refresh tokens", { try await identity.purgeSpentSessions() }),
             ("idempotency keys", { try await IdempotencyStore.purgeExpired(database: database) }),
             ("deleted accounts' sessions", { try await AccountDeletion.purgeDeletedSessions(database: database) }),
+            ("user-wide revocations", identity.purgeExpiredIdentityRevocations),
             ("finished jobs", { _ = try await jobs.purgeFinished(olderThan: retention) }),
         ]
         return PeriodicJob(

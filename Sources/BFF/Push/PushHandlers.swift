@@ -6,8 +6,10 @@ import Foundation
 extension APIService {
     func registerPushToken(_ input: Operations.RegisterPushToken.Input) async throws -> Operations.RegisterPushToken.Output {
         let principal = try AppRequestContext.principal()
+        // Only an app's session has a device; the web's lacks push:register and is refused before this.
+        guard let device = principal.deviceID else { throw APIError.insufficientScope([.pushRegister]) }
         guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
-        let registration = try PushTokenRegistration(validating: body, sessionDevice: principal.deviceID)
+        let registration = try PushTokenRegistration(validating: body, sessionDevice: device)
         try await pushTokens.register(registration, userID: principal.userID)
         return .noContent(.init())
     }

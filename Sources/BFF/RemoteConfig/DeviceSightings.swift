@@ -26,12 +26,13 @@ final class DeviceSightings: Sendable {
     func saw(_ client: ClientIdentity, principal: Principal?) {
         Counter(label: "bff_client_requests_total", dimensions: [("platform", client.platform?.rawValue ?? "unknown"), ("app_version", label(client.version))])
             .increment()
-        guard let principal else { return }
+        // The web's session has no device to record.
+        guard let principal, let deviceID = principal.deviceID else { return }
         let now = ContinuousClock.now
         let due = written.withLockedValue { written -> Bool in
-            if let last = written[principal.deviceID], now - last < Self.interval { return false }
+            if let last = written[deviceID], now - last < Self.interval { return false }
             if written.count > 10_000 { written = written.filter { now - $0.value < Self.interval } }
-            written[principal.deviceID] = now
+            written[deviceID] = now
             return true
         }
         guard due else { return }
@@ -43,7 +44,7 @@ final class DeviceSightings: Sendable {
                     _ = try await postgres.query(
                         """
                         INSERT INTO devices AS d (device_id, user_id, model, os_version, app_version, platform)
-                        VALUES (\(principal.deviceID), \(principal.userID), \(client.model), \(client.osVersion), \(client.version?.description),
+                        VALUES (\(deviceID), \(principal.userID), \(client.model), \(client.osVersion), \(client.version?.description),
                                 \(client.platform?.rawValue))
                         ON CONFLICT (device_id) DO UPDATE SET
                             model = coalesce(excluded.model, d.model), os_version = coalesce(excluded.os_version, d.os_version),

@@ -116,8 +116,8 @@ struct HTTPContractTests {
             learners[scope] = try await Learner.make(database: database, scopes: AccessTokens.allScopes.filter { $0 != scope })
         }
         let lacking = learners
-        let credentials: [HTTPFields] = [[:], [.authorization: "Bearer not.a.token"], [.cookie: "bff_session=x"]]
-        let app = try await makeTestApp(database: database)
+        let credentials: [HTTPFields] = [[:], [.authorization: "Bearer not.a.token"], [.cookie: "__Secure-authjs.session-token=x"]]
+        let app = try await makeTestApp(database: database, environment: WebLogin.environment)
         try await app.live { client in
             for operation in protected {
                 let name = operation.name, method = HTTPRequest.Method(operation.method)!

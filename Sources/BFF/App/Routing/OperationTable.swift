@@ -32,9 +32,10 @@ enum OperationTable {
             id: "authBackchannelLogout", method: .post, path: "/api/v1/auth/backchannel-logout",
             policy: .init(access: .anyone, gate: .open, answers: .anything)),
         Operation(id: "getMe", method: .get, path: "/api/v1/me", policy: .init(access: .scopes([.profileRead]))),
-        // Deleting the account takes a session as wide as an app login: a token narrowed for an
-        // operator or a tool cannot delete a learner.
-        Operation(id: "deleteMe", method: .delete, path: "/api/v1/me", policy: .init(access: .scopes(Scope.allCases))),
+        // Deleting the account takes a session as wide as a sign-in, the app's or the web's (every
+        // scope but push:register, which only a device has): a token narrowed for an operator or a
+        // tool cannot delete a learner.
+        Operation(id: "deleteMe", method: .delete, path: "/api/v1/me", policy: .init(access: .scopes([.profileRead, .chatRW, .iapVerify]))),
         // The export is every chat's messages: it reads chats, so it needs chat:rw too.
         Operation(
             id: "exportMe", method: .get, path: "/api/v1/me/export",
