@@ -222,7 +222,7 @@ public struct RecallDelivery: Sendable {
             title: "復習の時間です",
             body: topic.map { "「\($0)」をもう一度説明してみよう" } ?? "前に学んだことをもう一度説明してみよう",
             deepLink: "\(deepLinkBase)chats/\(chat)?recall=\(recall)",
-            collapseID: recall, recallID: recallID, chatID: chatID,
+            collapseID: recall, kind: .recall(recallID: recallID, chatID: chatID),
             expiresAt: now.addingTimeInterval(86_400))
     }
 }
