@@ -104,7 +104,8 @@ struct AccountDeletion: Sendable {
                     "INSERT INTO account_deletions (salt, user_hash) VALUES (\(salt), \(userHash)) RETURNING deleted_at", logger: logger
                 ).decode(Date.self) { deletedAt = at }
                 // Chats, messages, evaluations, tags, settings, devices, push tokens, recalls, jobs,
-                // sessions, idempotency keys, subscriptions, entitlement and usage cascade from here.
+                // sessions, idempotency keys, subscriptions, entitlement, usage and the achievements
+                // (their progress, trophies and streak pushes) cascade from here.
                 _ = try await connection.query("DELETE FROM users WHERE id = \(userID)", logger: logger)
                 return (Outcome(deletedAt: deletedAt, storeSubscriptionActive: renewing), families)
             }

@@ -22,6 +22,7 @@ struct APIService: APIProtocol {
     let accountDeletion: AccountDeletion
     let accountExport: AccountExport
     let remoteConfig: RemoteConfigSource
+    let achievements: AchievementStore
     let openAPIDocument: Data?
 
     /// References to what the composition root built; nothing is made here.
@@ -41,6 +42,7 @@ struct APIService: APIProtocol {
         accountDeletion = dependencies.accountDeletion
         accountExport = dependencies.accountExport
         remoteConfig = dependencies.remoteConfig
+        achievements = dependencies.features.achievements
         openAPIDocument = dependencies.openAPIDocument
     }
 

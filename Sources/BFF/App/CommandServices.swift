@@ -63,6 +63,8 @@ public struct FeatureServices: Sendable {
     let llm: LLMClient?
     /// Re-syncs from RevenueCat, and the store they write.
     let subscriptionSync: SubscriptionSync
+    /// Streaks, totals, mastery and trophies: the API reads them, the streak push too.
+    let achievements: AchievementStore
 
     public init(base: BaseServices, configuration: FeatureConfiguration) throws {
         self.base = base
@@ -71,6 +73,7 @@ public struct FeatureServices: Sendable {
         pushSenders = try PushSenders(configuration: configuration.push, outbound: configuration.outbound)
         llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.outbound.extraCAFile) }
         subscriptionSync = try Self.subscriptionSync(base: base, configuration: configuration.subscriptions, outbound: configuration.outbound)
+        achievements = AchievementStore(database: base.database, logger: base.logger)
     }
 
     static func subscriptionSync(base: BaseServices, configuration: SubscriptionConfiguration, outbound: OutboundHTTPConfiguration) throws -> SubscriptionSync {
