@@ -72,11 +72,12 @@ struct StreakPush: Sendable {
             let batch = Array(remaining.prefix(permits.total))
             remaining = remaining.dropFirst(batch.count)
             // As a recall's: the permits are held until the answers are recorded.
-            answered += try await permits.withPermits(batch.count) {
+            let records = try await permits.withPermits(batch.count) {
                 let answers = await send(message, to: batch)
                 try await record(answers, userID: userID, day: args.day)
                 return answers
             }
+            answered += records
         }
         try RecallDelivery.verdict(answered, pending: sendable.count, unserved: unserved)
     }
