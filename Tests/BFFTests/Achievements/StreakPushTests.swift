@@ -109,7 +109,7 @@ struct StreakPushTests {
     func enqueue(_ learner: Learner, day: String, key: String) async throws {
         try await url.withClient { client in
             try await client.withConnection { connection in
-                try await JobQueue.enqueue(
+                _ = try await JobQueue.enqueue(
                     StreakPush.kind, StreakPush.Args(day: day), options: .init(userID: learner.id, uniqueKey: key),
                     on: connection, logger: TestEnvironment.quietLogger)
             }
