@@ -123,7 +123,8 @@ struct AccountDeletion: Sendable {
                 // The web's cookies belong to no family: they are refused by the identity's revocation.
                 let identity = try await IdentityStore.revokeIdentity(of: userID, on: connection, logger: logger)
                 // Chats, messages, evaluations, tags, settings, devices, push tokens, recalls, jobs,
-                // sessions, idempotency keys, subscriptions, entitlement and usage cascade from here.
+                // sessions, idempotency keys, subscriptions, entitlement, usage and the achievements
+                // (their progress, trophies and streak pushes) cascade from here.
                 _ = try await connection.query("DELETE FROM users WHERE id = \(userID)", logger: logger)
                 return (Outcome(deletedAt: deletedAt, storeSubscriptionActive: renewing), families, identity)
             }

@@ -86,6 +86,22 @@ struct AccountExport: Sendable {
             ) r
             """)
         try await section("recalls", into: &out, writer: &writer, "SELECT row_to_json(r)::text FROM recalls r WHERE user_id = \(userID) ORDER BY created_at, id")
+        // What the achievements keep: their fold and last answer, the trophies with the moments they
+        // were unlocked, and the days a streak push was sent (a bounded handful of rows each).
+        out.append(#","achievements":"#)
+        out.append(
+            try await one(
+                """
+                SELECT json_build_object(
+                    'progress', (SELECT row_to_json(p) FROM achievement_progress p WHERE p.user_id = \(userID)),
+                    'trophies', coalesce((
+                        SELECT json_agg(t ORDER BY t.unlocked_at, t.code)
+                        FROM (SELECT code, unlocked_at, recorded_at FROM trophy_unlocks WHERE user_id = \(userID)) t), '[]'::json),
+                    'streak_pushes', coalesce((
+                        SELECT json_agg(s ORDER BY s.day)
+                        FROM (SELECT day, streak, sent_at, created_at FROM streak_pushes WHERE user_id = \(userID)) s), '[]'::json)
+                )::text
+                """) ?? "null")
         out.append(#","chats":["#)
         try await chats(userID: userID, into: &out, writer: &writer, lease: &lease)
         out.append("]}")

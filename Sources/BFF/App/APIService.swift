@@ -23,6 +23,7 @@ struct APIService: APIProtocol {
     let accountExport: AccountExport
     let remoteConfig: RemoteConfigSource
     let learnerLanguages: LearnerLanguages
+    let achievements: AchievementStore
     let openAPIDocument: Data?
 
     /// References to what the composition root built; nothing is made here.
@@ -43,6 +44,7 @@ struct APIService: APIProtocol {
         accountExport = dependencies.accountExport
         remoteConfig = dependencies.remoteConfig
         learnerLanguages = dependencies.learnerLanguages
+        achievements = dependencies.features.achievements
         openAPIDocument = dependencies.openAPIDocument
     }
 

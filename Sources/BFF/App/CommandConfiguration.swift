@@ -130,6 +130,8 @@ public struct FeatureConfiguration: Sendable {
     public var subscriptions: SubscriptionConfiguration
     /// What every outbound HTTPS client trusts (`BFF_OUTBOUND_CA_FILE`).
     public var outbound: OutboundHTTPConfiguration
+    /// `BFF_STREAK_SWEEP_INTERVAL`: how often the learners whose streak breaks tonight are looked for.
+    public var streakSweepInterval: Duration
 
     init(_ reader: EnvironmentReader) throws {
         recallBaseInterval = .seconds(try reader.int("BFF_RECALL_BASE_INTERVAL", default: 86_400, range: 1...31_536_000))
@@ -148,6 +150,13 @@ public struct FeatureConfiguration: Sendable {
         llm = try LLMConfiguration(reader)
         subscriptions = try SubscriptionConfiguration(reader)
         outbound = try OutboundHTTPConfiguration(reader)
+        streakSweepInterval = try Self.streakSweepInterval(reader)
+    }
+
+    /// `BFF_STREAK_SWEEP_INTERVAL`, which `bff jobs run achievements.streak_sweep` reads too. A
+    /// learner is looked at within one interval of their window's evening part beginning.
+    static func streakSweepInterval(_ reader: EnvironmentReader) throws -> Duration {
+        .seconds(try reader.int("BFF_STREAK_SWEEP_INTERVAL", default: 900, range: 60...3_600))
     }
 
     /// One line per outside service that is off, so an operator sees at start what this process

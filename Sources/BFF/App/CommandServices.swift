@@ -63,6 +63,8 @@ public struct FeatureServices: Sendable {
     let llm: LLMClient?
     /// Re-syncs from RevenueCat, and the store they write.
     let subscriptionSync: SubscriptionSync
+    /// Streaks, totals, mastery and trophies: the API reads them, the streak push too.
+    let achievements: AchievementStore
 
     public init(base: BaseServices, configuration: FeatureConfiguration) throws {
         self.base = base
@@ -71,6 +73,12 @@ public struct FeatureServices: Sendable {
         pushSenders = try PushSenders(configuration: configuration.push, outbound: configuration.outbound)
         llm = try configuration.llm.map { try LLMClient(configuration: $0, extraCAFile: configuration.outbound.extraCAFile) }
         subscriptionSync = try Self.subscriptionSync(base: base, configuration: configuration.subscriptions, outbound: configuration.outbound)
+        achievements = AchievementStore(database: base.database, logger: base.logger)
+    }
+
+    /// The sweep that queues the streak pushes (`bff jobs run` builds it from its own reading).
+    static func streakSweep(base: BaseServices, interval: Duration) -> StreakSweep {
+        StreakSweep(store: StreakPushStore(database: base.database, logger: base.logger), interval: interval, logger: base.logger)
     }
 
     static func subscriptionSync(base: BaseServices, configuration: SubscriptionConfiguration, outbound: OutboundHTTPConfiguration) throws -> SubscriptionSync {
@@ -89,14 +97,21 @@ public struct FeatureServices: Sendable {
         let installations = pushSenders.hubClient.map {
             [InstallationMirrorJob(tokens: PushTokenStore(database: database), hub: $0, logger: logger).handler]
         }
+        let recallDelivery = RecallDelivery(
+            database: database, senders: pushSenders, deepLinkBase: configuration.deepLinkBase,
+            pushConcurrency: configuration.pushConcurrency, logger: logger)
+        // The recalls' permits: BFF_PUSH_CONCURRENCY bounds every push in flight in the process.
+        let streakPush = StreakPush(
+            achievements: achievements, store: StreakPushStore(database: database, logger: logger), tokens: PushTokenStore(database: database),
+            senders: pushSenders, permits: recallDelivery.permits, deepLinkBase: configuration.deepLinkBase,
+            pushConcurrency: configuration.pushConcurrency, logger: logger)
         return AppJobs(
-            handlers: RecallDelivery(
-                database: database, senders: pushSenders, deepLinkBase: configuration.deepLinkBase,
-                pushConcurrency: configuration.pushConcurrency, logger: logger
-            ).handlers
+            handlers: recallDelivery.handlers
+                + [streakPush.handler]
                 + (llm.map { [TagExtraction(database: database, llm: $0, logger: logger).handler] } ?? [])
                 + subscriptionSync.handlers
                 + (installations ?? []),
-            periodic: [MaintenanceJob.periodic(base, retention: retention)] + subscriptionSync.periodic)
+            periodic: [MaintenanceJob.periodic(base, retention: retention)] + subscriptionSync.periodic
+                + [Self.streakSweep(base: base, interval: configuration.streakSweepInterval).periodic])
     }
 }

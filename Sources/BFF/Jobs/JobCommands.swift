@@ -49,6 +49,12 @@ extension Commands {
         (MaintenanceJob.kind, { reader, base in MaintenanceJob.periodic(base, retention: try ProcessConfiguration.jobRetention(reader)) }),
         (SubscriptionSync.expiryKind, { reader, base in try subscriptionJob(SubscriptionSync.expiryKind, reader, base) }),
         (SubscriptionSync.reconcileKind, { reader, base in try subscriptionJob(SubscriptionSync.reconcileKind, reader, base) }),
+        (
+            StreakSweep.kind,
+            { reader, base in
+                try FeatureServices.streakSweep(base: base, interval: FeatureConfiguration.streakSweepInterval(reader)).periodic
+            }
+        ),
     ]
 
     private static func subscriptionJob(_ kind: String, _ reader: EnvironmentReader, _ base: BaseServices) throws -> PeriodicJob {

@@ -79,19 +79,26 @@ struct APNsSender: PushSender {
         return Self.outcome(status: status, headers: headers, body: body)
     }
 
-    /// The display alert, and beside `aps` the contract's `type`, the deep link and the ids the app routes by.
+    /// The display alert, and beside `aps` the contract's `type`, the deep link and, for a recall, the
+    /// ids the app routes by; a streak push carries nothing else.
     static func payload(_ message: PushMessage) -> ByteBuffer {
         var writer = JSONWriter(capacity: 512)
         writer.raw(#"{"aps":{"alert":{"title":"#)
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"sound":"default","thread-id":"recall"},"type":"recall","deep_link":"#)
-        writer.string(message.deepLink)
-        writer.raw(#","recall_id":"#)
-        writer.string(message.recallID.uuidString.lowercased())
-        writer.raw(#","chat_id":"#)
-        writer.string(message.chatID.uuidString.lowercased())
+        switch message.kind {
+        case .recall(let recallID, let chatID):
+            writer.raw(#"},"sound":"default","thread-id":"recall"},"type":"recall","deep_link":"#)
+            writer.string(message.deepLink)
+            writer.raw(#","recall_id":"#)
+            writer.string(recallID.uuidString.lowercased())
+            writer.raw(#","chat_id":"#)
+            writer.string(chatID.uuidString.lowercased())
+        case .streak:
+            writer.raw(#"},"sound":"default","thread-id":"streak"},"type":"streak","deep_link":"#)
+            writer.string(message.deepLink)
+        }
         writer.raw("}")
         return writer.buffer
     }

@@ -92,9 +92,9 @@ struct FCMSender: PushSender {
     }
 
     /// A notification message (shown by the system, no app code needed), the contract's `type`, the
-    /// deep link and ids as `data`, collapsing per recall on Android (`collapse_key`) and iOS (`apns-collapse-id`).
+    /// deep link and a recall's ids as `data`, collapsing per recall (or streak day) on Android
+    /// (`collapse_key`) and iOS (`apns-collapse-id`).
     static func payload(_ message: PushMessage, token: String?) -> ByteBuffer {
-        let recall = message.recallID.uuidString.lowercased()
         let ttl = max(0, Int(message.expiresAt.timeIntervalSinceNow))
         var writer = JSONWriter(capacity: 1024)
         writer.raw(#"{"message":{"#)
@@ -107,12 +107,18 @@ struct FCMSender: PushSender {
         writer.string(message.title)
         writer.raw(#","body":"#)
         writer.string(message.body)
-        writer.raw(#"},"data":{"type":"recall","deep_link":"#)
-        writer.string(message.deepLink)
-        writer.raw(#","recall_id":"#)
-        writer.string(recall)
-        writer.raw(#","chat_id":"#)
-        writer.string(message.chatID.uuidString.lowercased())
+        switch message.kind {
+        case .recall(let recallID, let chatID):
+            writer.raw(#"},"data":{"type":"recall","deep_link":"#)
+            writer.string(message.deepLink)
+            writer.raw(#","recall_id":"#)
+            writer.string(recallID.uuidString.lowercased())
+            writer.raw(#","chat_id":"#)
+            writer.string(chatID.uuidString.lowercased())
+        case .streak:
+            writer.raw(#"},"data":{"type":"streak","deep_link":"#)
+            writer.string(message.deepLink)
+        }
         writer.raw(#"},"android":{"priority":"HIGH","collapse_key":"#)
         writer.string(message.collapseID)
         writer.raw(#","ttl":"#)

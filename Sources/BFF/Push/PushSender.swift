@@ -3,16 +3,41 @@ import Foundation
 
 /// A display notification for one device: what every push service is given.
 struct PushMessage: Sendable, Equatable {
+    /// What the push is about: the data's `type`, by which the app routes it, and what goes beside it.
+    enum Kind: Sendable, Equatable {
+        /// A recall came due: its id and its chat's go with it.
+        case recall(recallID: UUID, chatID: UUID)
+        /// The learner's streak breaks tonight unless today counts: nothing but the type and the link.
+        case streak
+
+        /// The data's `type`.
+        var type: String {
+            switch self {
+            case .recall: "recall"
+            case .streak: "streak"
+            }
+        }
+    }
+
     let title: String
     let body: String
-    /// `BFF_DEEP_LINK_BASE` + `chats/{chat_id}?recall={recall_id}`: a top-level APNs key, FCM `data`.
+    /// What the app opens: for a recall `BFF_DEEP_LINK_BASE` + `chats/{chat_id}?recall={recall_id}`; a top-level APNs key, FCM `data`.
     let deepLink: String
-    /// One per recall: a retried push replaces the shown one instead of adding a second.
+    /// One per recall, one per streak push's day: a retried push replaces the shown one instead of adding a second.
     let collapseID: String
-    let recallID: UUID
-    let chatID: UUID
-    /// After this the push is not worth showing (the recall is listed in the app anyway).
+    let kind: Kind
+    /// After this the push is not worth showing (the recall is listed in the app anyway; the streak's day is over).
     let expiresAt: Date
+
+    var recallID: UUID? {
+        if case .recall(let recallID, _) = kind { return recallID }
+        return nil
+    }
+
+    var chatID: UUID? {
+        if case .recall(_, let chatID) = kind { return chatID }
+        return nil
+    }
 }
 
 /// What a push service made of one push, each answer mapped to one of these.

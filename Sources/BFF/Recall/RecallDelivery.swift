@@ -223,7 +223,7 @@ public struct RecallDelivery: Sendable {
             title: Phrase.recallPushTitle.text(in: language),
             body: Phrase.recallPushBody(topic: topic).text(in: language),
             deepLink: "\(deepLinkBase)chats/\(chat)?recall=\(recall)",
-            collapseID: recall, recallID: recallID, chatID: chatID,
+            collapseID: recall, kind: .recall(recallID: recallID, chatID: chatID),
             expiresAt: now.addingTimeInterval(86_400))
     }
 }

@@ -41,6 +41,19 @@ extension Phrase {
         case .instantQuestionChat(let about): "Question on \(about)"
         case .recallPushTitle: "Time to review"
         case .recallPushBody(let topic): topic.map { "Try explaining “\($0)” once more" } ?? "Try explaining what you learned once more"
+        case .trophyName(let trophy):
+            switch trophy {
+            case .firstExplanation: "First explanation"
+            case .streak3: "3-day streak"
+            case .streak7: "7-day streak"
+            case .streak30: "30-day streak"
+            case .firstRecall: "First recall"
+            case .recalls10: "10 recalls"
+            case .tagMastered: "A misconception overcome"
+            case .subjectMastered: "A whole subject mastered"
+            }
+        case .streakPushTitle: "Keep your streak going"
+        case .streakPushBody(let days): "You haven't studied today yet. Explain one thing to make it \(days + 1) days in a row."
         }
     }
 }

@@ -45,6 +45,19 @@ extension Phrase {
         case .instantQuestionChat(let about): "\(about)の質問"
         case .recallPushTitle: "復習の時間です"
         case .recallPushBody(let topic): topic.map { "「\($0)」をもう一度説明してみよう" } ?? "前に学んだことをもう一度説明してみよう"
+        case .trophyName(let trophy):
+            switch trophy {
+            case .firstExplanation: "はじめての説明"
+            case .streak3: "3日連続で学習"
+            case .streak7: "7日連続で学習"
+            case .streak30: "30日連続で学習"
+            case .firstRecall: "はじめての復習"
+            case .recalls10: "復習10回"
+            case .tagMastered: "つまずきを克服"
+            case .subjectMastered: "教科のつまずきを全部克服"
+            }
+        case .streakPushTitle: "連続記録が途切れそう！"
+        case .streakPushBody(let days): "今日はまだ学習していません。1つ説明して、\(days + 1)日連続にしよう！"
         }
     }
 }

@@ -52,6 +52,23 @@ public enum Phrase: Sendable, Hashable {
     case recallPushTitle
     /// The push of a due recall: the catalogue's name of what the chat is about, when it has one.
     case recallPushBody(topic: String?)
+    case trophyName(Trophy)
+    case streakPushTitle
+    /// The streak push: `days` is the streak that breaks tonight unless today counts.
+    case streakPushBody(days: Int)
+
+    /// The trophies (M-010), by the code clients see; what unlocks each is written in
+    /// `Sources/BFF/Achievements/AchievementRules.swift`, their names here.
+    public enum Trophy: String, CaseIterable, Sendable {
+        case firstExplanation = "first_explanation"
+        case streak3 = "streak_3"
+        case streak7 = "streak_7"
+        case streak30 = "streak_30"
+        case firstRecall = "first_recall"
+        case recalls10 = "recalls_10"
+        case tagMastered = "tag_mastered"
+        case subjectMastered = "subject_mastered"
+    }
 
     /// Kinds of requests a rate limit names.
     public enum Throttled: Sendable, Hashable {

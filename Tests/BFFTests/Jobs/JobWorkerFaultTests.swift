@@ -123,6 +123,9 @@ struct JobWorkerFaultTests {
                     let first = try startWorker(database, services)
                     defer { if first.isRunning { kill(first.processIdentifier, SIGKILL) } }
                     try #require(try await connection.awaitLockWaiter(on: "recalls"), "the worker never reached the recall")
+                    // Another of the worker's jobs may wait on the table too (the streak sweep reads finished recalls).
+                    let claimed = try await eventually(within: .seconds(10)) { try await job(database, kind: RecallDelivery.deliverKind)?.state == "running" }
+                    try #require(claimed, "the worker never claimed the delivery")
                     kill(first.processIdentifier, SIGKILL)
                     try #require(try await eventually(within: .seconds(10)) { !first.isRunning }, "the worker survived SIGKILL")
                 }

@@ -46,8 +46,8 @@ struct LanguageTests {
             .featureNeedsPlan(.instantQuestions, plan: "basic"), .dailyTurnsUsed(plan: "free", allowed: 10), .formFieldWithoutValue,
             .queryParameterWithoutValue, .jsonBodyRequired, .requestOutsideContract(detail: "Unexpected value for query parameter limit"),
             .untitledChat(createdAt: "2026-11-27 09:30"), .untitledTurnChat, .instantQuestionChat(about: "細胞"), .recallPushTitle,
-            .recallPushBody(topic: "細胞"), .recallPushBody(topic: nil),
-        ]
+            .recallPushBody(topic: "細胞"), .recallPushBody(topic: nil), .streakPushTitle, .streakPushBody(days: 4),
+        ] + Phrase.Trophy.allCases.map(Phrase.trophyName)
 
     static let problems: [Phrase.Problem] = [
         .mustBeJSON, .mustBeForm, .mustBeUUID, .mustBeInteger, .required, .mustNotBeBlank, .invalidValue, .undecodable,

@@ -159,6 +159,7 @@ struct MigrationTests {
             "users", "subjects", "topics", "tags", "chats", "messages", "chat_tags", "user_settings",
             "user_subject_prefs", "push_tokens", "devices", "iap_receipts", "refresh_tokens",
             "refresh_families", "oidc_logins", "rate_limits", "idempotency_keys", "schema_migrations", "recall_pushes",
+            "achievement_progress", "trophy_unlocks", "streak_pushes",
         ] {
             #expect(tables.contains(table), "missing table \(table)")
         }
@@ -352,8 +353,9 @@ struct MigrationTests {
         let functions = try StoredFunction.load(from: TestEnvironment.migrationsDirectory)
         #expect(
             functions.map(\.name) == [
-                "bff_admit_turn", "bff_answer_idempotency_key", "bff_catalogue_name", "bff_claim_idempotency_key", "bff_enqueue_jobs", "bff_give_back_turn", "bff_learner_day",
-                "bff_record_deliveries", "bff_record_pushes", "bff_refresh_rotate_ring", "bff_request_subscription_syncs", "bff_reserve_turn", "bff_store_turn",
+                "bff_achievements", "bff_admit_turn", "bff_answer_idempotency_key", "bff_catalogue_name", "bff_claim_idempotency_key", "bff_enqueue_jobs",
+                "bff_give_back_turn", "bff_learner_day", "bff_learner_facts", "bff_record_deliveries", "bff_record_pushes", "bff_refresh_rotate_ring",
+                "bff_request_subscription_syncs", "bff_reserve_turn", "bff_store_turn", "bff_stored_achievements", "bff_streak_sweep",
             ])
         let url = try await TestDatabases.shared.makeMigrated()
         try await url.withClient { client in

@@ -72,7 +72,7 @@ struct NotificationHubsClientTests {
         #expect(sends.map(\.format) == ["fcmv1", "apple"])
         #expect(sends.map(\.tags) == Array(repeating: "user:\(Self.userID.uuidString.lowercased())", count: 2))
         #expect(sends.map(\.reached) == [["ipad-1234abcd", "tablet-1234abcd"], ["phone-1234abcd"]])
-        let recall = message.recallID.uuidString.lowercased()
+        let recall = try #require(message.recallID).uuidString.lowercased()
         #expect(message.collapseID == recall)
         let fcm = try #require(try JSONSerialization.jsonObject(with: Data(sends[0].payload.utf8)) as? [String: Any])
         let android = (fcm["message"] as? [String: Any])?["android"] as? [String: Any]

@@ -169,7 +169,8 @@ struct RecallDeliveryTests {
             let pushes = sender.pushes.withLockedValue { $0 }
             #expect(pushes.count == 6)
             for (message, target) in pushes {
-                #expect(message.body == expected[message.chatID], "\(target.provider)")
+                let chatID = try #require(message.chatID)
+                #expect(message.body == expected[chatID], "\(target.provider)")
                 #expect(!message.body.contains(title) && !message.title.contains(title))
             }
         }

@@ -42,6 +42,8 @@ enum OperationTable {
             policy: .init(
                 access: .scopes([.profileRead, .chatRW]), rateLimits: [.perUser(bucket: "export", rate: 2, period: .seconds(60))], streams: true)),
         Operation(id: "getSubscription", method: .get, path: "/api/v1/me/subscription", policy: .init(access: .scopes([.profileRead]))),
+        // Achievements are counted from chats: chat:rw besides profile:read, as the export.
+        Operation(id: "getAchievements", method: .get, path: "/api/v1/me/achievements", policy: .init(access: .scopes([.profileRead, .chatRW]))),
         Operation(id: "getAppConfig", method: .get, path: "/api/v1/app-config", policy: .init(access: .anyone, gate: .open)),
         Operation(id: "listDevices", method: .get, path: "/api/v1/devices", policy: .init(access: .scopes([.profileRead]))),
         Operation(id: "deleteDevice", method: .delete, path: "/api/v1/devices/{device_id}", policy: .init(access: .scopes([.profileRead]))),
