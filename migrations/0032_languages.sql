@@ -64,3 +64,44 @@ FROM (VALUES
     ('japanese.essay',             '小論文',                 'Essay writing')
 ) AS v (id, ja, en)
 WHERE t.id = v.id;
+
+-- The misconception tags' labels, which chats and recalls show, in both languages beside the
+-- web's `label` (the tag extraction's prompt keeps `label`).
+ALTER TABLE tags
+    ADD COLUMN label_ja text NULL CHECK (length(label_ja) BETWEEN 1 AND 200),
+    ADD COLUMN label_en text NULL CHECK (length(label_en) BETWEEN 1 AND 200);
+
+UPDATE tags AS t SET label_ja = v.ja, label_en = v.en
+FROM (VALUES
+    ('math.sign_error',                    '符号のミス',                         'Sign error'),
+    ('math.order_of_operations',           '計算の順序',                         'Order of operations'),
+    ('math.distribution_error',            'かっこの展開（分配法則）のミス',     'Incorrect distribution over brackets'),
+    ('math.fraction_arithmetic',           '分数の計算',                         'Fraction arithmetic'),
+    ('math.discriminant_misuse',           '判別式の使い方の誤り',               'Misuse of the discriminant'),
+    ('physics.unit_conversion',            '単位の換算',                         'Unit conversion'),
+    ('physics.vector_direction',           'ベクトルの向きの見落とし',           'Ignoring vector direction'),
+    ('physics.force_implies_motion',       '運動には力が必要だという思い込み',   'Believing motion requires a net force'),
+    ('physics.mass_weight_confusion',      '質量と重さの混同',                   'Confusing mass and weight'),
+    ('physics.current_used_up',            '電流が回路で減るという思い込み',     'Believing current is used up in a circuit'),
+    ('chemistry.mole_ratio',               '物質量の比の誤り',                   'Wrong mole ratio'),
+    ('chemistry.unbalanced_equation',      '係数のそろっていない反応式',         'Unbalanced equation'),
+    ('chemistry.ionic_covalent_confusion', 'イオン結合と共有結合の混同',         'Confusing ionic and covalent bonding'),
+    ('chemistry.oxidation_state',          '酸化数の誤り',                       'Wrong oxidation state'),
+    ('chemistry.ph_scale',                 'pH の読み違い',                      'Misreading the pH scale'),
+    ('biology.mitosis_meiosis_confusion',  '体細胞分裂と減数分裂の混同',         'Confusing mitosis and meiosis'),
+    ('biology.dominant_means_common',      '顕性（優性）は多いという思い込み',   'Believing dominant means common'),
+    ('biology.lamarckian_inheritance',     '獲得形質は遺伝するという思い込み',   'Inheritance of acquired traits'),
+    ('biology.plants_no_respiration',      '植物は呼吸しないという思い込み',     'Believing plants do not respire'),
+    ('biology.gene_allele_confusion',      '遺伝子と対立遺伝子の混同',           'Confusing genes and alleles'),
+    ('english.subject_verb_agreement',     '主語と動詞の一致',                   'Subject-verb agreement'),
+    ('english.tense_consistency',          '時制の一致',                         'Tense consistency'),
+    ('english.article_usage',              '冠詞の使い方（a/an/the）',           'Article usage (a/an/the)'),
+    ('english.preposition_choice',         '前置詞の選び方',                     'Preposition choice'),
+    ('english.false_friend',               '和製英語の誤用',                     'False friends (katakana English)'),
+    ('japanese.keigo_misuse',              '敬語の誤用',                         'Misuse of honorific language'),
+    ('japanese.particle_choice',           '助詞の選び方',                       'Particle choice'),
+    ('japanese.kanji_reading',             '漢字の読み違い',                     'Wrong kanji reading'),
+    ('japanese.classical_conjugation',     '古文の活用',                         'Classical verb conjugation'),
+    ('japanese.kanbun_reading_order',      '漢文を読む順序',                     'Kanbun reading order')
+) AS v (code, ja, en)
+WHERE t.code = v.code;

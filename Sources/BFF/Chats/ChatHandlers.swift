@@ -88,7 +88,9 @@ extension APIService {
         guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         guard (1...5).contains(body.score) else { throw APIError.validation("score", .between(1, 5)) }
         if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", .atMostCharacters(1000)) }
-        guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note) else {
+        let language = await AppRequestContext.answerLanguage()
+        guard let evaluation = try await chats.evaluate(userID: principal.userID, chatID: chatID, score: body.score, note: body.note, language: language)
+        else {
             throw APIError.notFound
         }
         return .ok(
@@ -101,7 +103,8 @@ extension APIService {
 
     func listChatTags(_ input: Operations.ListChatTags.Input) async throws -> Operations.ListChatTags.Output {
         let principal = try AppRequestContext.principal()
-        guard let tags = try await chats.tags(userID: principal.userID, chatID: try Self.chatID(input.path.chatId)) else {
+        let chatID = try Self.chatID(input.path.chatId)
+        guard let tags = try await chats.tags(userID: principal.userID, chatID: chatID, language: await AppRequestContext.answerLanguage()) else {
             throw APIError.notFound
         }
         return .ok(.init(body: .json(.init(items: tags.map(\.schema)))))

@@ -299,17 +299,18 @@ struct ChatStore: Sendable {
         }
     }
 
-    func tags(userID: UUID, chatID: UUID) async throws -> [ChatTagRecord]? {
+    /// The chat's tags, labelled in `language`.
+    func tags(userID: UUID, chatID: UUID, language: Language = .default) async throws -> [ChatTagRecord]? {
         guard try await find(userID: userID, chatID: chatID) != nil else { return nil }
         return try await database.run { client in
-            try await Self.tags(on: client, userID: userID, chatID: chatID)
+            try await Self.tags(on: client, userID: userID, chatID: chatID, language: language)
         }
     }
 
-    static func tags(on client: PostgresClient, userID: UUID, chatID: UUID) async throws -> [ChatTagRecord] {
+    static func tags(on client: PostgresClient, userID: UUID, chatID: UUID, language: Language) async throws -> [ChatTagRecord] {
         let rows = try await client.query(
             """
-            SELECT t.id, t.code, t.label, ct.mastery, ct.updated_at
+            SELECT t.id, t.code, bff_catalogue_name(\(language.rawValue), t.label, t.label_ja, t.label_en), ct.mastery, ct.updated_at
             FROM chat_tags ct JOIN tags t ON t.id = ct.tag_id
             WHERE ct.chat_id = \(chatID) AND ct.user_id = \(userID)
             ORDER BY t.code
@@ -349,7 +350,7 @@ struct ChatStore: Sendable {
     /// repeat replaces the rating and its effect, and a retry leaves mastery where the first request
     /// put it (migration 0011).
     /// Nil when the chat is not the user's.
-    func evaluate(userID: UUID, chatID: UUID, score: Int, note: String?) async throws -> EvaluationRecord? {
+    func evaluate(userID: UUID, chatID: UUID, score: Int, note: String?, language: Language = .default) async throws -> EvaluationRecord? {
         let target = Double(score - 1) / 4
         return try await database.run { client in
             let stored: (Date)? = try await client.withTransaction(logger: database.logger) { connection in
@@ -386,7 +387,7 @@ struct ChatStore: Sendable {
                 return at
             }
             guard let createdAt = stored else { return nil }
-            let tags = try await Self.tags(on: client, userID: userID, chatID: chatID)
+            let tags = try await Self.tags(on: client, userID: userID, chatID: chatID, language: language)
             return EvaluationRecord(score: score, note: note, createdAt: createdAt, tags: tags)
         }
     }

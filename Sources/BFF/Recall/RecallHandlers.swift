@@ -17,7 +17,8 @@ extension APIService {
         let statuses = Array(Set((input.query.status ?? []).map(\.rawValue))).sorted()
         let filter = statuses.joined(separator: ",")
         let cursor = try input.query.cursor.map { try KeysetCursor.decode($0, expecting: .recalls, filter: filter) }
-        let rows = try await recalls.list(userID: principal.userID, statuses: statuses, limit: limit, after: cursor)
+        let rows = try await recalls.list(
+            userID: principal.userID, statuses: statuses, limit: limit, after: cursor, language: await AppRequestContext.answerLanguage())
         let page = rows.prefix(limit)
         let next =
             rows.count > limit
@@ -29,7 +30,8 @@ extension APIService {
 
     func getRecall(_ input: Operations.GetRecall.Input) async throws -> Operations.GetRecall.Output {
         let principal = try AppRequestContext.principal()
-        guard let recall = try await recalls.find(userID: principal.userID, recallID: try Self.recallID(input.path.recallId)) else {
+        let recallID = try Self.recallID(input.path.recallId)
+        guard let recall = try await recalls.find(userID: principal.userID, recallID: recallID, language: await AppRequestContext.answerLanguage()) else {
             throw RecallRefusal.missing
         }
         return .ok(.init(body: .json(recall.schema)))
@@ -47,7 +49,8 @@ extension APIService {
         guard case .json(let body) = input.body else { throw APIError.validation("body", .mustBeJSON) }
         guard (1...5).contains(body.score) else { throw APIError.validation("score", .between(1, 5)) }
         if let note = body.note, note.unicodeScalars.count > 1000 { throw APIError.validation("note", .atMostCharacters(1000)) }
-        let next = try await recalls.evaluate(userID: principal.userID, recallID: recallID, score: body.score, note: body.note)
+        let next = try await recalls.evaluate(
+            userID: principal.userID, recallID: recallID, score: body.score, note: body.note, language: await AppRequestContext.answerLanguage())
         return .ok(.init(body: .json(next.schema)))
     }
 }

@@ -32,7 +32,10 @@ struct RecallStore: Sendable {
     static let statuses: Set<String> = ["scheduled", "sent", "opened", "done", "canceled"]
 
     /// Soonest `due_at` first; `limit + 1` rows are read to know whether another page exists.
-    func list(userID: UUID, statuses: [String], limit: Int, after cursor: KeysetCursor?) async throws -> [RecallRecord] {
+    /// Tags are labelled in `language`, as `find` and `evaluate` label them.
+    func list(
+        userID: UUID, statuses: [String], limit: Int, after cursor: KeysetCursor?, language: Language = .default
+    ) async throws -> [RecallRecord] {
         let filter = statuses.isEmpty ? nil : statuses
         let afterMicros = cursor?.micros
         let afterID = cursor?.id
@@ -44,20 +47,20 @@ struct RecallStore: Sendable {
               AND (\(afterMicros)::int8 IS NULL
                    OR (r.due_at, r.id) > (timestamptz 'epoch' + \(afterMicros)::int8 * interval '1 microsecond', \(afterID)::uuid))
             ORDER BY r.due_at, r.id LIMIT \(limit + 1)
-            """, userID: userID)
+            """, userID: userID, language: language)
     }
 
-    func find(userID: UUID, recallID: UUID) async throws -> RecallRecord? {
+    func find(userID: UUID, recallID: UUID, language: Language = .default) async throws -> RecallRecord? {
         try await read(
             """
             SELECT r.id, r.chat_id, c.title, r.due_at, r.status
             FROM recalls r JOIN chats c ON c.id = r.chat_id AND c.user_id = r.user_id
             WHERE r.user_id = \(userID) AND r.id = \(recallID)
-            """, userID: userID
+            """, userID: userID, language: language
         ).first
     }
 
-    private func read(_ query: PostgresQuery, userID: UUID) async throws -> [RecallRecord] {
+    private func read(_ query: PostgresQuery, userID: UUID, language: Language) async throws -> [RecallRecord] {
         try await database.run { client in
             var recalls: [RecallRecord] = []
             for try await (id, chatID, title, dueAt, status) in try await client.query(query, logger: database.logger)
@@ -69,7 +72,8 @@ struct RecallStore: Sendable {
             var tags: [UUID: [RecallRecord.Tag]] = [:]
             for try await (chatID, tagID, code, label) in try await client.query(
                 """
-                SELECT ct.chat_id, t.id, t.code, t.label FROM chat_tags ct JOIN tags t ON t.id = ct.tag_id
+                SELECT ct.chat_id, t.id, t.code, bff_catalogue_name(\(language.rawValue), t.label, t.label_ja, t.label_en)
+                FROM chat_tags ct JOIN tags t ON t.id = ct.tag_id
                 WHERE ct.user_id = \(userID) AND ct.chat_id = ANY(\(Array(Set(recalls.map(\.chatID)))))
                 ORDER BY t.code
                 """, logger: database.logger
@@ -118,7 +122,7 @@ struct RecallStore: Sendable {
 
     /// Records the re-evaluation: the recall is done, the chat's tags move halfway towards the score
     /// from where they stand, the chat ends again, and the next recall is scheduled and returned.
-    func evaluate(userID: UUID, recallID: UUID, score: Int, note: String?) async throws -> RecallRecord {
+    func evaluate(userID: UUID, recallID: UUID, score: Int, note: String?, language: Language = .default) async throws -> RecallRecord {
         let planned = try await database.run { client in
             try await client.withTransaction(logger: database.logger) { connection in
                 try await Self.serialiseWithChatWrites(userID: userID, on: connection, logger: database.logger)
@@ -143,7 +147,7 @@ struct RecallStore: Sendable {
                     previous: .init(step: done.step, intervalSeconds: done.interval), logger: database.logger)
             }
         }
-        guard let next = try await find(userID: userID, recallID: planned.id) else { throw RecallRefusal.missing }
+        guard let next = try await find(userID: userID, recallID: planned.id, language: language) else { throw RecallRefusal.missing }
         return next
     }
 

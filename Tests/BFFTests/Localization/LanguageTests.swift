@@ -1,6 +1,7 @@
 import Foundation
 import HTTPTypes
 import HummingbirdTesting
+import PostgresNIO
 import Testing
 
 @testable import BFF
@@ -196,6 +197,33 @@ struct LanguageHTTPTests {
             #expect(en["math"] == "Mathematics" && en["math.linear_equations"] == "Linear equations")
             // Every seeded row is translated: no English name reaches a Japanese caller.
             #expect(ja.values.allSatisfy { $0.unicodeScalars.contains { $0.value > 0x3000 } }, "\(ja)")
+        }
+    }
+
+    @Test("a misconception tag's label is in the caller's language: the chat's tags, the evaluation's, the recall's")
+    func tagLabels() async throws {
+        let learner = try await Learner.make(database: database)
+        let repository = ChatStore.withOwnBatcher(Database(client: PostgresClient(configuration: database.clientConfiguration(poolSize: 2))))
+        let app = try await makeTestApp(database: database)
+        try await Commands.withDatabase(repository.database.client) { _ in
+            try await app.live { client in
+                let created = try await client.call(.post, "/api/v1/chats", as: learner, json: #"{"title":"力"}"#)
+                let chat = try #require(created.json["id"] as? String)
+                try await repository.attachTag(userID: learner.id, chatID: try #require(UUID(uuidString: chat)), code: "physics.force_implies_motion")
+                func label(_ answer: TestResponse, _ key: String = "items") -> String? {
+                    (answer.json[key] as? [[String: Any]])?.first?["label"] as? String
+                }
+                let ja = try await client.call(.get, "/api/v1/chats/\(chat)/tags", as: learner)
+                #expect(label(ja) == "運動には力が必要だという思い込み" && ja.headers[.contentLanguage] == "ja")
+                let en = try await client.call(.get, "/api/v1/chats/\(chat)/tags", as: learner, headers: [.acceptLanguage: "en"])
+                #expect(label(en) == "Believing motion requires a net force" && en.headers[.contentLanguage] == "en")
+                let evaluated = try await client.call(
+                    .post, "/api/v1/chats/\(chat)/evaluation", as: learner, json: #"{"score":1}"#, headers: [.acceptLanguage: "en"])
+                #expect(label(evaluated, "tags") == "Believing motion requires a net force")
+                let recalls = try await client.call(.get, "/api/v1/recalls", as: learner)
+                let tags = (recalls.json["items"] as? [[String: Any]])?.first?["tags"] as? [[String: Any]]
+                #expect(tags?.first?["label"] as? String == "運動には力が必要だという思い込み", "\(recalls.text)")
+            }
         }
     }
 
