@@ -9,6 +9,8 @@ extension APIService {
     /// without any request, so nothing may be served without asking.
     static let achievementsCaching = "private, no-cache"
 
+    /// Served by `AchievementsRoute` in the running server (it writes the JSON itself); this
+    /// generated form of the same answer is the reference the route's output is tested against.
     func getAchievements(_ input: Operations.GetAchievements.Input) async throws -> Operations.GetAchievements.Output {
         let principal = try AppRequestContext.principal()
         let record = try await achievements.read(userID: principal.userID)
@@ -17,7 +19,7 @@ extension APIService {
         let language = context?.knownLanguage ?? record.language ?? .default
         context?.pendingLanguage?.learned(language)
         let body = record.schema(in: language)
-        let tag = Self.entityTag(of: body, language: language)
+        let tag = AchievementsRecord.entityTag(of: record.json(in: language))
         if let asked = input.headers.ifNoneMatch, Self.matches(asked, tag) {
             return .notModified(.init(headers: .init(eTag: tag, cacheControl: Self.achievementsCaching, vary: "Accept-Language")))
         }
@@ -25,19 +27,6 @@ extension APIService {
             .init(
                 headers: .init(eTag: tag, cacheControl: Self.achievementsCaching, contentLanguage: language.rawValue, vary: "Accept-Language"),
                 body: .json(body)))
-    }
-
-    /// A strong tag of the answer: every value it carries and its language, hashed. Not the JSON
-    /// bytes (the encoder writes them once, for the body); equal values are encoded to equal bytes.
-    static func entityTag(of body: Components.Schemas.Achievements, language: Language) -> String {
-        var text = "\(language.rawValue)|\(body.streak.current),\(body.streak.longest),\(body.streak.todayDone)"
-        text += "|\(body.totals.turns),\(body.totals.evaluatedChats),\(body.totals.recallsCompleted)"
-        for subject in body.subjects { text += "|\(subject.subjectId):\(subject.mastered)/\(subject.total)" }
-        for trophy in body.trophies {
-            let unlocked = trophy.unlockedAt.map { "\($0.timeIntervalSince1970)" } ?? "-"
-            text += "|\(trophy.code)=\(trophy.name)@\(unlocked)#\(trophy.progress.current)/\(trophy.progress.target)"
-        }
-        return "\"" + SHA256.hash(data: Data(text.utf8)).prefix(12).map { String(format: "%02x", $0) }.joined() + "\""
     }
 }
 

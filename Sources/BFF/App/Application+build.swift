@@ -227,9 +227,13 @@ func buildRouter(
     for route in extraRoutes { route.register(router) }
     ChatListRoute(chats: dependencies.chats).register(on: router)
     dependencies.accountExport.register(on: router)
+    AchievementsRoute(achievements: dependencies.features.achievements).register(on: router)
     let transport = RecordingTransport(
         router: router, routes: routes,
-        servedNatively: [(ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path)])
+        servedNatively: [
+            (ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path),
+            (AchievementsRoute.method, AchievementsRoute.path),
+        ])
     try APIService(dependencies: dependencies).registerHandlers(
         on: transport, configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     try transport.requireEveryOperation()
