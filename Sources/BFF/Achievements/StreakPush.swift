@@ -2,7 +2,6 @@ import BFFJobs
 import BFFPlatform
 import Foundation
 import Logging
-import Metrics
 
 /// The streak's encouragement push (M-010): one a day at most, to a learner whose streak breaks
 /// tonight (a streak ending yesterday, nothing yet today), inside their notification window, unless
@@ -107,32 +106,7 @@ struct StreakPush: Sendable {
         var logger = self.logger
         logger[metadataKey: "push_kind"] = "streak"
         logger[metadataKey: "push_service"] = .string(route)
-        let started = ContinuousClock.now
-        let outcome = await sender.send(message, to: target)
-        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - started)
-        func count(_ outcome: String) {
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", outcome)]).increment()
-        }
-        switch outcome {
-        case .sent:
-            count("sent")
-            return PushOutcomeRecord(target: target, outcome: .accepted)
-        case .tokenDead(let reason):
-            count("token_dead")
-            logger.notice("push token is dead; deleted", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .dead, reason: reason)
-        case .retry(let reason, let after):
-            count("retry")
-            return PushOutcomeRecord(target: target, outcome: .retry, retryAfter: after, reason: reason)
-        case .configurationError(let reason):
-            count("configuration_error")
-            logger.error("push service refused our credentials or setup; fix the configuration, then `bff jobs retry`", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .error, reason: "configuration: \(reason)")
-        case .payloadError(let reason):
-            count("payload_error")
-            logger.error("push service refused the notification's content", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .error, reason: "payload: \(reason)")
-        }
+        return await PushOutcomeRecord.send(message, to: target, through: sender, route: route, logger: logger)
     }
 
     /// The keys of the tokens that took it, so a run again skips them; the dead tokens deleted.

@@ -2,6 +2,7 @@ import BFFPlatform
 import Crypto
 import Foundation
 import Logging
+import Metrics
 import PostgresNIO
 
 /// What one push of a recall came to, as `recall_pushes` keeps it.
@@ -23,6 +24,39 @@ struct PushOutcomeRecord: Sendable {
     var retryAfter: Duration? = nil
     /// What the service answered, for anything but an acceptance.
     var reason: String? = nil
+
+    /// Sends one push (a recall's or a streak's) and says what its answer means: timed and counted
+    /// by `route`, logged with `logger`'s metadata, never with the token.
+    static func send(
+        _ message: PushMessage, to target: PushTarget, through sender: any PushSender, route: String, logger: Logger
+    ) async -> PushOutcomeRecord {
+        let started = ContinuousClock.now
+        let outcome = await sender.send(message, to: target)
+        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - started)
+        func count(_ outcome: String) {
+            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", outcome)]).increment()
+        }
+        switch outcome {
+        case .sent:
+            count("sent")
+            return PushOutcomeRecord(target: target, outcome: .accepted)
+        case .tokenDead(let reason):
+            count("token_dead")
+            logger.notice("push token is dead; deleted", metadata: ["reason": .string(reason)])
+            return PushOutcomeRecord(target: target, outcome: .dead, reason: reason)
+        case .retry(let reason, let after):
+            count("retry")
+            return PushOutcomeRecord(target: target, outcome: .retry, retryAfter: after, reason: reason)
+        case .configurationError(let reason):
+            count("configuration_error")
+            logger.error("push service refused our credentials or setup; fix the configuration, then `bff jobs retry`", metadata: ["reason": .string(reason)])
+            return PushOutcomeRecord(target: target, outcome: .error, reason: "configuration: \(reason)")
+        case .payloadError(let reason):
+            count("payload_error")
+            logger.error("push service refused the notification's content", metadata: ["reason": .string(reason)])
+            return PushOutcomeRecord(target: target, outcome: .error, reason: "payload: \(reason)")
+        }
+    }
 }
 
 /// `recall_pushes` (migration 0030), its one owner: what each push of a recall came to, per token,

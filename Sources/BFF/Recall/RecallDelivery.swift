@@ -158,33 +158,8 @@ public struct RecallDelivery: Sendable {
     /// One push and what its answer means; counted and logged, never with the token.
     private func push(_ message: PushMessage, to target: PushTarget, through sender: any PushSender, recallID: UUID) async -> PushOutcomeRecord {
         let route = senders.notificationHubs == nil ? target.provider.rawValue : "notification-hubs"
-        let logger = Self.logger(self.logger, recallID: recallID, service: route)
-        let started = ContinuousClock.now
-        let outcome = await sender.send(message, to: target)
-        Metrics.Timer(label: "bff_push_send_seconds", dimensions: [("service", route)]).record(duration: ContinuousClock.now - started)
-        func count(_ outcome: String) {
-            Counter(label: "bff_push_total", dimensions: [("service", route), ("outcome", outcome)]).increment()
-        }
-        switch outcome {
-        case .sent:
-            count("sent")
-            return PushOutcomeRecord(target: target, outcome: .accepted)
-        case .tokenDead(let reason):
-            count("token_dead")
-            logger.notice("push token is dead; deleted", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .dead, reason: reason)
-        case .retry(let reason, let after):
-            count("retry")
-            return PushOutcomeRecord(target: target, outcome: .retry, retryAfter: after, reason: reason)
-        case .configurationError(let reason):
-            count("configuration_error")
-            logger.error("push service refused our credentials or setup; fix the configuration, then `bff jobs retry`", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .error, reason: "configuration: \(reason)")
-        case .payloadError(let reason):
-            count("payload_error")
-            logger.error("push service refused the notification's content", metadata: ["reason": .string(reason)])
-            return PushOutcomeRecord(target: target, outcome: .error, reason: "payload: \(reason)")
-        }
+        return await PushOutcomeRecord.send(
+            message, to: target, through: sender, route: route, logger: Self.logger(self.logger, recallID: recallID, service: route))
     }
 
     /// Outside the window: the recall moves to its next opening, with a delivery for then, unless it
