@@ -48,36 +48,14 @@ struct StreakPush: Sendable {
         guard !achieved.todayDone, achieved.currentStreak >= 1 else { return }
         try await store.claim(userID: userID, day: args.day, streak: achieved.currentStreak)
 
-        var sendable: [(PushTarget, any PushSender)] = []
-        var unserved: Set<String> = []
-        if let hub = senders.hubClient {
-            let sender = HubTagSend(hub: hub, userID: userID)
-            sendable = learner.notAccepted(HubTagSend.units(for: learner.targets)).map { ($0, sender) }
-        } else {
-            for target in learner.notAccepted(learner.targets) {
-                if let sender = senders.sender(for: target.provider) {
-                    sendable.append((target, sender))
-                } else {
-                    unserved.insert(target.provider.rawValue)
-                }
-            }
-        }
+        let (sendable, unserved) = senders.assign(learner.targets, userID: userID, notAccepted: learner.notAccepted)
         let message = Self.message(
             day: args.day, streak: achieved.currentStreak, language: learner.language ?? .default, deepLinkBase: deepLinkBase,
             expiresAt: learner.dayEnds)
-        var answered: [PushOutcomeRecord] = []
-        var remaining = sendable[...]
-        while !remaining.isEmpty {
-            let batch = Array(remaining.prefix(permits.total))
-            remaining = remaining.dropFirst(batch.count)
-            // As a recall's: the permits are held until the answers are recorded.
-            let records = try await permits.withPermits(batch.count) {
-                let answers = await send(message, to: batch)
-                try await record(answers, userID: userID, day: args.day)
-                return answers
-            }
-            answered += records
-        }
+        // As a recall's: the permits are held until the answers are recorded.
+        let answered = try await permits.fanOut(
+            to: sendable, push: { target, sender in await send(message, to: target, through: sender) },
+            record: { answers in try await record(answers, userID: userID, day: args.day) })
         try RecallDelivery.verdict(answered, pending: sendable.count, unserved: unserved)
     }
 
@@ -87,17 +65,6 @@ struct StreakPush: Sendable {
         PushMessage(
             title: Phrase.streakPushTitle.text(in: language), body: Phrase.streakPushBody(days: streak).text(in: language),
             deepLink: "\(deepLinkBase)achievements", collapseID: "streak-\(day)", kind: .streak, expiresAt: expiresAt)
-    }
-
-    private func send(_ message: PushMessage, to batch: [(PushTarget, any PushSender)]) async -> [PushOutcomeRecord] {
-        await withTaskGroup(of: PushOutcomeRecord.self) { group in
-            for (target, sender) in batch {
-                group.addTask { await send(message, to: target, through: sender) }
-            }
-            var records: [PushOutcomeRecord] = []
-            for await record in group { records.append(record) }
-            return records
-        }
     }
 
     /// One push and what its answer means, counted as the recalls' are; logged, never with the token.

@@ -83,41 +83,17 @@ public struct RecallDelivery: Sendable {
             try await moveToNextOpening(args, userID: userID)
             return
         }
-        var sendable: [(PushTarget, any PushSender)] = []
-        var unserved: Set<String> = []
-        if let hub = senders.hubClient {
-            // The hub's route: one tag send per platform, each recorded and retried as a device is.
-            let sender = HubTagSend(hub: hub, userID: userID)
-            sendable = recall.notAccepted(HubTagSend.units(for: recall.targets)).map { ($0, sender) }
-        } else {
-            for target in recall.pending {
-                if let sender = senders.sender(for: target.provider) {
-                    sendable.append((target, sender))
-                } else {
-                    unserved.insert(target.provider.rawValue)
-                }
-            }
-        }
+        let (sendable, unserved) = senders.assign(recall.targets, userID: userID, notAccepted: recall.notAccepted)
         let message = Self.message(
             recallID: args.recallID, chatID: recall.chatID, topic: recall.topic, language: recall.language, deepLinkBase: deepLinkBase, now: now())
-        var answered: [PushOutcomeRecord] = []
-        // A batch holds its permits until its answers are recorded: a worker killed now re-sends at
-        // most the permits' count of pushes, each with the recall as its collapse id.
-        var remaining = sendable[...]
-        while !remaining.isEmpty {
-            let batch = Array(remaining.prefix(permits.total))
-            remaining = remaining.dropFirst(batch.count)
-            let records = try await permits.withPermits(batch.count) {
-                let answers = await push(message, to: batch, recallID: args.recallID)
-                let tookToSent = try await outcomes.record(answers, recallID: args.recallID, userID: userID)
-                if tookToSent {
+        let answered = try await permits.fanOut(
+            to: sendable, push: { target, sender in await push(message, to: target, through: sender, recallID: args.recallID) },
+            record: { answers in
+                if try await outcomes.record(answers, recallID: args.recallID, userID: userID) {
                     Metrics.Timer(label: "bff_recall_delivery_delay_seconds")
                         .recordNanoseconds(Int64(max(0, now().timeIntervalSince(recall.dueAt)) * 1e9))
                 }
-                return answers
-            }
-            answered += records
-        }
+            })
         try Self.verdict(answered, pending: sendable.count, unserved: unserved)
     }
 
@@ -141,18 +117,6 @@ public struct RecallDelivery: Sendable {
         var seen: [String] = []
         for reason in records.compactMap(\.reason) where !seen.contains(reason) { seen.append(reason) }
         return seen.prefix(3).joined(separator: "; ") + (seen.count > 3 ? "; …" : "")
-    }
-
-    /// Sends `message` to each of `batch` at once and maps each answer to its record.
-    private func push(_ message: PushMessage, to batch: [(PushTarget, any PushSender)], recallID: UUID) async -> [PushOutcomeRecord] {
-        await withTaskGroup(of: PushOutcomeRecord.self) { group in
-            for (target, sender) in batch {
-                group.addTask { await push(message, to: target, through: sender, recallID: recallID) }
-            }
-            var records: [PushOutcomeRecord] = []
-            for await record in group { records.append(record) }
-            return records
-        }
     }
 
     /// One push and what its answer means; counted and logged, never with the token.

@@ -25,10 +25,8 @@ struct RecallDeliverySnapshot: Sendable {
     /// Keys (`PushOutcomeStore.tokenKey`) of the tokens this recall was accepted for already.
     let acceptedKeys: Set<String>
 
-    /// The tokens still to push: neither accepted nor gone. A retry's or an error's token is pushed again.
-    var pending: [PushTarget] { notAccepted(targets) }
-
-    /// Those of `targets` this recall was not accepted for yet (a device, or the hub's send per platform).
+    /// Those of `targets` this recall was not accepted for yet (a device, or the hub's send per
+    /// platform): a retry's or an error's token is pushed again.
     func notAccepted(_ targets: [PushTarget]) -> [PushTarget] {
         targets.filter { !acceptedKeys.contains(PushOutcomeStore.tokenKey($0.token)) }
     }
