@@ -69,14 +69,21 @@ struct APIService: APIProtocol {
             guard let id = UUID(uuidString: text) else { throw APIError.validation("chat_id", .mustBeUUID) }
             return id
         }
+        // The task-local context read once, and only the four values the turn needs kept: each read
+        // copies the whole context, and what lives across the preparation's await stays in this
+        // frame while the request waits for the database (scripts/bench chat, 1,000 streams opening).
+        let (idempotencyKey, knownLanguage, pendingLanguage, streams) =
+            AppRequestContext.current.map {
+                ($0.idempotencyKey, $0.knownLanguage, $0.pendingLanguage, $0.acceptsEventStream)
+            } ?? (nil, nil, nil, false)
         let prepared = try await turns.prepare(
             userID: principal.userID,
             request: .init(
                 mode: body.mode == .question ? .question : .turn, chatID: chatID, message: body.message,
                 subjectID: chatID == nil ? body.subjectId : nil, topicID: chatID == nil ? body.topicId : nil, difficulty: body.difficulty),
-            idempotencyKey: AppRequestContext.current?.idempotencyKey, language: AppRequestContext.current?.knownLanguage)
-        AppRequestContext.current?.pendingLanguage?.learned(prepared.language)
-        if AppRequestContext.current?.acceptsEventStream == true {
+            idempotencyKey: idempotencyKey, language: knownLanguage)
+        pendingLanguage?.learned(prepared.language)
+        if streams {
             return .ok(.init(body: .textEventStream(TurnStream.body(turns, prepared, language: prepared.language, logger: turns.logger))))
         }
         return .ok(.init(body: .json(try await turns.complete(prepared).schema)))
