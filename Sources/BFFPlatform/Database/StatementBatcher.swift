@@ -29,7 +29,9 @@ package final class StatementBatcher<Input: Sendable, Output: Sendable>: Sendabl
                 defer { state.writing = true }
                 return !state.writing
             }
-            if leads { Task { await self.writeUntilEmpty() } }
+            // A task inheriting nothing of the call that leads (its task locals, its trace, its
+            // priority): the batch answers the other calls too.
+            if leads { Task.detached { await self.writeUntilEmpty() } }
         }
     }
 

@@ -273,6 +273,43 @@ struct AchievementsTests {
         }
     }
 
+    @Test("reads at once share the stored answers' statement: each learner gets their own, stored or computed, and a stale one is computed afresh")
+    func batchedReads() async throws {
+        var learners: [(id: UUID, turns: Int, facts: LearnerFacts)] = []
+        for turns in 1...12 {
+            let (learner, facts) = try await makeLearner(zone: "UTC")
+            let chat = try await facts.chat()
+            for minutes in 0..<turns { try await facts.turn(in: chat, at: LearnerFacts.now.addingTimeInterval(-Double(minutes * 60))) }
+            learners.append((learner.id, turns, facts))
+        }
+        let all = learners
+        let database = Database(client: PostgresClient(configuration: self.database.clientConfiguration(poolSize: 4)), timeout: .seconds(10))
+        let store = AchievementStore(database: database, logger: TestEnvironment.quietLogger)
+        @Sendable func readAll() async throws -> [UUID: Int] {
+            try await withThrowingTaskGroup(of: (UUID, Int).self) { group in
+                // Each learner three times at once: the batch holds the same learner more than once.
+                for learner in all + all + all { group.addTask { (learner.id, try await store.read(userID: learner.id).turns) } }
+                var turns: [UUID: Int] = [:]
+                for try await (id, count) in group {
+                    #expect(turns[id] == nil || turns[id] == count, "two reads of one learner answered differently")
+                    turns[id] = count
+                }
+                return turns
+            }
+        }
+        try await Commands.withDatabase(database.client) { _ in
+            let expected = Dictionary(uniqueKeysWithValues: all.map { ($0.id, $0.turns) })
+            let computed = try await readAll()
+            #expect(computed == expected, "the first reads compute")
+            let stored = try await readAll()
+            #expect(stored == expected, "the second reads find the stored answers")
+            try await all[0].facts.turn(in: try await all[0].facts.chat(), at: LearnerFacts.now)
+            let afterChange = try await readAll()
+            #expect(afterChange[all[0].id] == all[0].turns + 1, "a stored answer gone stale is computed afresh")
+            #expect(afterChange.filter { $0.key != all[0].id } == expected.filter { $0.key != all[0].id })
+        }
+    }
+
     @Test("ETag: strong, the same for the same answer, 304 to If-None-Match (also in a list or weak), another after a change or in another language")
     func entityTag() async throws {
         let (learner, facts) = try await makeLearner(zone: "UTC")
