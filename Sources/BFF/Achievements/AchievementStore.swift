@@ -47,7 +47,7 @@ struct AchievementsRecord: Sendable, Equatable {
 /// (`StoredAchievementsBatch` through a `StatementBatcher`), as the chat list's first pages are: a
 /// statement costs the server 130–160 µs in postgres-nio and task switches however little it reads,
 /// and one per read kept the answer's p99 at 32 connections at 1.1–2.2× the list's from run to run,
-/// its server CPU 320–390 µs a request against the list's 216–275 (`scripts/bench achievements`).
+/// its server CPU 300–390 µs a request against the list's 216–282 (`scripts/bench achievements`).
 struct AchievementStore: Sendable {
     let database: Database
     let logger: Logger
