@@ -20,7 +20,7 @@ enum ExportRefusal: Error, Equatable {
 /// here. Rows are read in pages, each page in a database use of its own and written before the next
 /// is read: memory holds one page, however many messages the account has, and a slow reader holds
 /// no database connection.
-struct AccountExport: Sendable {
+struct AccountExport: NativeRoute {
     let database: Database
     let logger: Logger
 
@@ -31,27 +31,25 @@ struct AccountExport: Sendable {
     /// Rows per page (messages can be 8,000 characters: a page stays within a few MiB).
     static let pageSize = 500
 
-    func register(on router: Router<AppRequestContext>) {
-        router.on(RouterPath(Self.path), method: Self.method) { _, context in
-            let principal = try context.principal()
-            // The account must exist before the first byte (afterwards an error can only cut the body):
-            // the lease is taken only for an account that does.
-            let taken = try await ExportLease.take(userID: principal.userID, export: self)
-            return Response(
-                status: .ok,
-                headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store", .contentDisposition: #"attachment; filename="export.json""#],
-                body: .init { writer in
-                    var lease = taken
-                    do {
-                        try await write(userID: principal.userID, to: &writer, lease: &lease)
-                        try await writer.finish(nil)
-                    } catch {
-                        await lease.release(export: self)
-                        throw error
-                    }
+    func respond(to request: Request, context: AppRequestContext) async throws -> Response {
+        let principal = try context.principal()
+        // The account must exist before the first byte (afterwards an error can only cut the body):
+        // the lease is taken only for an account that does.
+        let taken = try await ExportLease.take(userID: principal.userID, export: self)
+        return Response(
+            status: .ok,
+            headers: [.contentType: "application/json; charset=utf-8", .cacheControl: "no-store", .contentDisposition: #"attachment; filename="export.json""#],
+            body: .init { writer in
+                var lease = taken
+                do {
+                    try await write(userID: principal.userID, to: &writer, lease: &lease)
+                    try await writer.finish(nil)
+                } catch {
                     await lease.release(export: self)
-                })
-        }
+                    throw error
+                }
+                await lease.release(export: self)
+            })
     }
 
     /// The whole document, written to `writer` in pieces of about 64 KiB.

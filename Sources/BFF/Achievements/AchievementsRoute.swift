@@ -10,17 +10,11 @@ import NIOCore
 /// server CPU against the list's 296, and its p99 at 32 connections was 2.2–3.0× the list's
 /// (`scripts/bench achievements`), most of it `JSONEncoder` writing eight trophies. Same contract,
 /// store and errors; the generated `getAchievements` is the reference its output is tested against.
-struct AchievementsRoute: Sendable {
+struct AchievementsRoute: NativeRoute {
     static let method = HTTPRequest.Method.get
     static let path = "/api/v1/me/achievements"
 
     let achievements: AchievementStore
-
-    func register(on router: Router<AppRequestContext>) {
-        router.on(RouterPath(Self.path), method: Self.method) { request, context in
-            try await respond(to: request, context: context)
-        }
-    }
 
     func respond(to request: Request, context: AppRequestContext) async throws -> Response {
         let principal = try context.principal()

@@ -225,15 +225,12 @@ func buildRouter(
     reference.get("**") { _, _ -> Response in throw HTTPError(.notFound) }
 
     for route in extraRoutes { route.register(router) }
-    ChatListRoute(chats: dependencies.chats).register(on: router)
-    dependencies.accountExport.register(on: router)
-    AchievementsRoute(achievements: dependencies.features.achievements).register(on: router)
-    let transport = RecordingTransport(
-        router: router, routes: routes,
-        servedNatively: [
-            (ChatListRoute.method, ChatListRoute.path), (AccountExport.method, AccountExport.path),
-            (AchievementsRoute.method, AchievementsRoute.path),
-        ])
+    let native: [any NativeRoute] = [
+        ChatListRoute(chats: dependencies.chats), dependencies.accountExport,
+        AchievementsRoute(achievements: dependencies.features.achievements),
+    ]
+    for route in native { route.register(on: router) }
+    let transport = RecordingTransport(router: router, routes: routes, servedNatively: native.map(\.operation))
     try APIService(dependencies: dependencies).registerHandlers(
         on: transport, configuration: .init(dateTranscoder: RFC3339Dates(), jsonEncodingOptions: [.withoutEscapingSlashes]))
     try transport.requireEveryOperation()

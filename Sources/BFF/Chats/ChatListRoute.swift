@@ -7,17 +7,11 @@ import NIOCore
 /// server: the generated path encodes the page with `JSONEncoder`, which cost more than everything
 /// else in the request together (docs/architecture.md#the-fast-path). Same contract, same repository, same errors; the
 /// route table still records the operation, so 405s and the contract run see it as generated.
-struct ChatListRoute: Sendable {
+struct ChatListRoute: NativeRoute {
     static let method = HTTPRequest.Method.get
     static let path = "/api/v1/chats"
 
     let chats: ChatStore
-
-    func register(on router: Router<AppRequestContext>) {
-        router.on(RouterPath(Self.path), method: Self.method) { request, context in
-            try await respond(to: request, context: context)
-        }
-    }
 
     func respond(to request: Request, context: AppRequestContext) async throws -> Response {
         let principal = try context.principal()
