@@ -14,10 +14,7 @@ extension APIService {
     func getAchievements(_ input: Operations.GetAchievements.Input) async throws -> Operations.GetAchievements.Output {
         let principal = try AppRequestContext.principal()
         let record = try await achievements.read(userID: principal.userID)
-        // The setting came with the read: a learner this replica has not cached costs no second statement.
-        let context = AppRequestContext.current
-        let language = context?.knownLanguage ?? record.language ?? .default
-        context?.pendingLanguage?.learned(language)
+        let language = AppRequestContext.current?.answerLanguage(readAlong: record.language) ?? record.language ?? .default
         let body = record.schema(in: language)
         let tag = AchievementsRecord.entityTag(of: record.json(in: language))
         if let asked = input.headers.ifNoneMatch, Self.matches(asked, tag) {

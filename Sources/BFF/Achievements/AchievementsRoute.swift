@@ -19,9 +19,7 @@ struct AchievementsRoute: NativeRoute {
     func respond(to request: Request, context: AppRequestContext) async throws -> Response {
         let principal = try context.principal()
         let record = try await achievements.read(userID: principal.userID)
-        // The setting came with the read: a learner this replica has not cached costs no second statement.
-        let language = context.knownLanguage ?? record.language ?? .default
-        context.pendingLanguage?.learned(language)
+        let language = context.answerLanguage(readAlong: record.language)
         let body = record.json(in: language)
         let tag = AchievementsRecord.entityTag(of: body)
         var headers: HTTPFields = [.eTag: tag, .cacheControl: APIService.achievementsCaching, .vary: "Accept-Language"]

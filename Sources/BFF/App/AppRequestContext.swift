@@ -80,6 +80,15 @@ public struct AppRequestContext: RequestContext, PlatformRequestContext {
         return pendingLanguage.known
     }
 
+    /// The answer's language when a read brought the learner's setting along (`setting`: nil
+    /// without settings): the one already known, else that setting, which the pending read then
+    /// need not make; else the default. A learner this replica has not cached costs no statement.
+    func answerLanguage(readAlong setting: Language?) -> Language {
+        let language = knownLanguage ?? setting ?? .default
+        pendingLanguage?.learned(language)
+        return language
+    }
+
     /// `answerLanguage()` of the request a generated handler runs for.
     static func answerLanguage() async -> Language {
         await current?.answerLanguage() ?? .default
